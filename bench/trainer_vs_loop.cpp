@@ -1,0 +1,254 @@
+// Time per epoch of volt::Trainer against a hand-written LibTorch loop: same model,
+// data, seed, thread count and allocator, alternating A/B B/A in one process. Prints
+// the ratio of medians and whether the final weights are bitwise equal.
+//
+//   trainer_vs_loop [--model mlp|cnn] [--train-size N] [--batch-size B] [--epochs E]
+//                   [--rounds R] [--threads T] [--logging off|on|both] [--check-only]
+#include <ATen/ops/cross_entropy_loss.h>
+#include <ATen/ops/randperm.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
+#include <torch/nn/functional/activation.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/pooling.h>
+#include <torch/nn/modules/container/functional.h>
+#include <torch/optim/sgd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "volt/accelerators/cpu_accelerator.h"
+#include "volt/data/idx.h"
+#include "volt/volt.h"
+
+namespace {
+
+struct Args {
+  std::string model = "cnn";
+  int64_t train_size = 8192;
+  int64_t batch_size = 64;
+  int64_t epochs = 1;
+  int64_t rounds = 5;
+  int64_t threads = 0;
+  std::string logging = "both";
+  bool check_only = false;
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) throw volt::ConfigError(k + " needs a value");
+      return argv[++i];
+    };
+    if (k == "--model") a.model = next();
+    else if (k == "--train-size") a.train_size = std::stoll(next());
+    else if (k == "--batch-size") a.batch_size = std::stoll(next());
+    else if (k == "--epochs") a.epochs = std::stoll(next());
+    else if (k == "--rounds") a.rounds = std::stoll(next());
+    else if (k == "--threads") a.threads = std::stoll(next());
+    else if (k == "--logging") a.logging = next();
+    else if (k == "--check-only") a.check_only = true;
+    else if (k == "--help" || k == "-h") {
+      std::cout << "trainer_vs_loop [--model mlp|cnn] [--train-size N] [--batch-size B] [--epochs E] [--rounds R]\n"
+                   "                [--threads T] [--logging off|on|both] [--check-only]\n";
+      std::exit(0);
+    } else {
+      throw volt::ConfigError("unknown argument " + k + "; see --help");
+    }
+  }
+  if (a.model != "mlp" && a.model != "cnn") throw volt::ConfigError("--model must be mlp or cnn, got " + a.model);
+  if (a.logging != "off" && a.logging != "on" && a.logging != "both") {
+    throw volt::ConfigError("--logging must be off, on or both, got " + a.logging);
+  }
+  if (a.threads <= 0) a.threads = std::max(1u, std::thread::hardware_concurrency());
+  return a;
+}
+
+torch::nn::Sequential make_net(const std::string& kind) {
+  using namespace torch::nn;
+  if (kind == "mlp") {
+    return Sequential(Flatten(), Linear(784, 128), ReLU(), Linear(128, 10));
+  }
+  return Sequential(Conv2d(Conv2dOptions(1, 32, 3).padding(1)), ReLU(), MaxPool2d(2),
+                    Conv2d(Conv2dOptions(32, 64, 3).padding(1)), ReLU(), MaxPool2d(2), Flatten(),
+                    Linear(64 * 7 * 7, 128), ReLU(), Linear(128, 10));
+}
+
+constexpr double kLr = 0.05;
+constexpr uint64_t kSeed = 1234;
+
+/// The Volt side: the same network as a volt::Module.
+class BenchModule : public volt::Module {
+ public:
+  BenchModule(const std::string& kind, bool log) : log_(log) { net_ = register_module("net", make_net(kind)); }
+  at::Tensor training_step(volt::Batch& batch, volt::StepContext& ctx) override {
+    auto loss = at::cross_entropy_loss(net_->forward(batch[0]), batch[1]);
+    if (log_) ctx.log("train_loss", loss, {.prog_bar = true});
+    return loss;
+  }
+  volt::OptimizerConfig configure_optimizers() override {
+    return std::make_shared<torch::optim::SGD>(parameters(), torch::optim::SGDOptions(kLr).momentum(0.9));
+  }
+  torch::nn::Sequential net_{nullptr};
+
+ private:
+  bool log_;
+};
+
+using Clock = std::chrono::steady_clock;
+
+/// The hand-written loop: what a LibTorch user writes without a framework.
+double run_plain(const Args& a, const at::Tensor& x, const at::Tensor& y, std::vector<at::Tensor>* weights) {
+  at::set_num_threads(static_cast<int>(a.threads));
+  at::manual_seed(kSeed);
+  auto net = make_net(a.model);
+  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(kLr).momentum(0.9));
+  const int64_t n = x.size(0);
+  const int64_t batches = n / a.batch_size;  // drop_last
+  const auto t0 = Clock::now();
+  for (int64_t epoch = 0; epoch < a.epochs; ++epoch) {
+    auto gen = at::detail::createCPUGenerator(kSeed + static_cast<uint64_t>(epoch));
+    const at::Tensor perm = at::randperm(n, gen);
+    for (int64_t b = 0; b < batches; ++b) {
+      const at::Tensor idx = perm.slice(0, b * a.batch_size, (b + 1) * a.batch_size);
+      const at::Tensor xb = x.index_select(0, idx);
+      const at::Tensor yb = y.index_select(0, idx);
+      auto loss = at::cross_entropy_loss(net->forward(xb), yb);
+      opt.zero_grad();
+      loss.backward();
+      opt.step();
+    }
+  }
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (weights) {
+    weights->clear();
+    for (auto& p : net->parameters()) weights->push_back(p.detach().clone());
+  }
+  return s / static_cast<double>(a.epochs);
+}
+
+double run_volt(const Args& a, const at::Tensor& x, const at::Tensor& y, bool logging, const std::string& root,
+                std::vector<at::Tensor>* weights) {
+  at::manual_seed(kSeed);
+  BenchModule module(a.model, logging);
+  volt::data::DataLoaderOptions lo;
+  lo.batch_size = a.batch_size;
+  lo.shuffle = true;
+  lo.drop_last = true;
+  lo.seed = kSeed;
+  auto loader = std::make_shared<volt::data::DataLoader>(std::make_shared<volt::data::TensorDataset>(
+                                                              std::vector<at::Tensor>{x, y}),
+                                                          lo);
+  volt::TrainerOptions o;
+  o.max_epochs = a.epochs;
+  o.num_threads = a.threads;
+  o.enable_checkpointing = false;
+  o.enable_model_summary = false;
+  o.num_sanity_val_steps = 0;
+  o.enable_progress_bar = logging;
+  o.logger = logging;
+  o.default_root_dir = root;
+  // The bar draws as on a terminal (the costlier mode: redraws in place) into /dev/null,
+  // so the benchmark's own output stays readable.
+  static std::ofstream devnull("/dev/null");
+  std::vector<std::shared_ptr<volt::callbacks::Callback>> callbacks;
+  if (logging) {
+    volt::callbacks::ProgressBarOptions po;
+    po.out = &devnull;
+    po.force_tty = true;
+    callbacks.push_back(std::make_shared<volt::callbacks::ProgressBar>(po));
+  }
+  volt::Trainer trainer(o, callbacks);
+  const auto t0 = Clock::now();
+  trainer.fit(module, loader);
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (weights) {
+    weights->clear();
+    for (auto& p : module.parameters()) weights->push_back(p.detach().clone());
+  }
+  return s / static_cast<double>(a.epochs);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+bool equal_weights(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!a[i].equal(b[i])) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const Args a = parse(argc, argv);
+    // Both sides share the process, hence the allocator: glibc malloc with Volt's raised
+    // mmap/trim thresholds (set once here, before either side runs).
+    volt::accelerators::CPUAccelerator::tune_allocator();
+    auto full = volt::data::load_mnist_format(volt::data::kFashionMnistDir, true);
+    const int64_t n = std::min<int64_t>(a.train_size, full->size());
+    const at::Tensor x = full->tensors()[0].slice(0, 0, n).contiguous();
+    const at::Tensor y = full->tensors()[1].slice(0, 0, n).contiguous();
+    const std::string root = (std::filesystem::temp_directory_path() / "volt-bench").string();
+    const int64_t steps = n / a.batch_size;
+    std::printf("model=%s images=%lld batch=%lld steps/epoch=%lld epochs/run=%lld threads=%lld rounds=%lld\n",
+                a.model.c_str(), static_cast<long long>(n), static_cast<long long>(a.batch_size),
+                static_cast<long long>(steps), static_cast<long long>(a.epochs), static_cast<long long>(a.threads),
+                static_cast<long long>(a.rounds));
+    std::printf("allocator: glibc malloc, mmap/trim thresholds raised, both sides\n");
+
+    std::vector<at::Tensor> wp, wv;
+    run_plain(a, x, y, &wp);
+    run_volt(a, x, y, false, root, &wv);
+    const bool equal = equal_weights(wp, wv);
+    std::printf("final weights bitwise equal (progress bar and logging off): %s\n", equal ? "yes" : "NO");
+    if (a.check_only) {
+      std::filesystem::remove_all(root);
+      return equal ? 0 : 1;
+    }
+
+    int status = equal ? 0 : 1;
+    for (const bool logging : {false, true}) {
+      if ((logging && a.logging == "off") || (!logging && a.logging == "on")) continue;
+      std::vector<double> plain, volt_s;
+      for (int64_t r = 0; r < a.rounds; ++r) {
+        // A B, then B A: drift in machine speed hits both sides alike.
+        if (r % 2 == 0) {
+          plain.push_back(run_plain(a, x, y, nullptr));
+          volt_s.push_back(run_volt(a, x, y, logging, root, nullptr));
+        } else {
+          volt_s.push_back(run_volt(a, x, y, logging, root, nullptr));
+          plain.push_back(run_plain(a, x, y, nullptr));
+        }
+      }
+      const double mp = median(plain), mv = median(volt_s);
+      std::printf("%-32s plain %8.3f s/epoch (%7.1f steps/s)  volt %8.3f s/epoch (%7.1f steps/s)  ratio %.4f\n",
+                  logging ? "progress bar + CSV logging on:" : "progress bar + logging off:", mp,
+                  static_cast<double>(steps) / mp, mv, static_cast<double>(steps) / mv, mv / mp);
+    }
+    std::filesystem::remove_all(root);
+    return status;
+  } catch (const std::exception& e) {
+    std::cerr << "trainer_vs_loop: " << e.what() << "\n";
+    return 2;
+  }
+}

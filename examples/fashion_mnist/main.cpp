@@ -1,0 +1,163 @@
+// Fashion-MNIST with Volt: a small CNN, train/val/test splits, checkpoints, early
+// stopping, CSV metrics and a progress bar. Every Trainer flag is a command-line flag:
+//   fashion_mnist --trainer.max_epochs 5 --model.lr 0.002 --config run.yaml --print-config
+#include <iostream>
+
+#include <ATen/ops/cross_entropy_loss.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/pooling.h>
+#include <torch/nn/functional/activation.h>
+#include <torch/optim/adam.h>
+
+#include "volt/volt.h"
+
+namespace {
+
+/// conv(32) -> pool -> conv(64) -> pool -> fc(128) -> fc(10), ReLU between.
+class FashionCnn : public volt::Module {
+ public:
+  FashionCnn(double lr, double dropout) : lr_(lr) {
+    conv1_ = register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 32, 3).padding(1)));
+    conv2_ = register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(32, 64, 3).padding(1)));
+    pool_ = register_module("pool", torch::nn::MaxPool2d(torch::nn::MaxPool2dOptions(2)));
+    fc1_ = register_module("fc1", torch::nn::Linear(64 * 7 * 7, 128));
+    drop_ = register_module("dropout", torch::nn::Dropout(dropout));
+    fc2_ = register_module("fc2", torch::nn::Linear(128, 10));
+    save_hyperparameters({{"lr", std::to_string(lr)}, {"dropout", std::to_string(dropout)}});
+  }
+
+  at::Tensor forward(const at::Tensor& x) {
+    namespace F = torch::nn::functional;
+    auto h = pool_->forward(F::relu(conv1_->forward(x)));
+    h = pool_->forward(F::relu(conv2_->forward(h)));
+    h = drop_->forward(F::relu(fc1_->forward(h.flatten(1))));
+    return fc2_->forward(h);
+  }
+
+  at::Tensor training_step(volt::Batch& batch, volt::StepContext& ctx) override {
+    auto loss = at::cross_entropy_loss(forward(batch[0]), batch[1]);
+    ctx.log("train_loss", loss, {.prog_bar = true});
+    return loss;
+  }
+
+  void validation_step(volt::Batch& batch, volt::StepContext& ctx) override { evaluate(batch, ctx, "val"); }
+  void test_step(volt::Batch& batch, volt::StepContext& ctx) override { evaluate(batch, ctx, "test"); }
+  at::Tensor predict_step(volt::Batch& batch, volt::StepContext&) override { return forward(batch[0]).argmax(1); }
+
+  volt::OptimizerConfig configure_optimizers() override {
+    auto adam = std::make_shared<torch::optim::Adam>(parameters(), torch::optim::AdamOptions(lr_));
+    return {adam, volt::LRSchedulerConfig{std::make_shared<volt::StepLR>(*adam, 2, 0.5)}};
+  }
+
+ private:
+  void evaluate(volt::Batch& batch, volt::StepContext& ctx, const std::string& stage) {
+    auto logits = forward(batch[0]);
+    auto loss = at::cross_entropy_loss(logits, batch[1]);
+    auto acc = logits.argmax(1).eq(batch[1]).to(at::kFloat).mean();
+    ctx.log(stage + "_loss", loss, {.prog_bar = stage == "val"});
+    ctx.log(stage + "_acc", acc, {.prog_bar = true});
+  }
+
+  double lr_;
+  torch::nn::Conv2d conv1_{nullptr}, conv2_{nullptr};
+  torch::nn::MaxPool2d pool_{nullptr};
+  torch::nn::Linear fc1_{nullptr}, fc2_{nullptr};
+  torch::nn::Dropout drop_{nullptr};
+};
+
+/// Debian's dataset-fashion-mnist (or any MNIST-format folder): 55k train, 5k val, 10k test.
+class FashionMnistData : public volt::data::DataModule {
+ public:
+  FashionMnistData(std::string dir, int64_t batch_size, int64_t val_size, int64_t num_workers, uint64_t seed)
+      : dir_(std::move(dir)), batch_size_(batch_size), val_size_(val_size), num_workers_(num_workers), seed_(seed) {}
+
+  void setup(volt::Stage stage) override {
+    if ((stage == volt::Stage::kFit || stage == volt::Stage::kValidate) && !train_) {
+      auto full = volt::data::load_mnist_format(dir_, /*train=*/true);
+      if (val_size_ <= 0 || val_size_ >= full->size()) {
+        throw volt::ConfigError("data.val_size=" + std::to_string(val_size_) + " must be between 1 and " +
+                                std::to_string(full->size() - 1) + ".");
+      }
+      auto parts = volt::data::random_split(full, {full->size() - val_size_, val_size_}, seed_);
+      train_ = parts[0];
+      val_ = parts[1];
+    }
+    if ((stage == volt::Stage::kTest || stage == volt::Stage::kPredict) && !test_) {
+      test_ = volt::data::load_mnist_format(dir_, /*train=*/false);
+    }
+  }
+
+  std::shared_ptr<volt::data::DataLoader> train_dataloader() override { return loader(train_, true); }
+  std::shared_ptr<volt::data::DataLoader> val_dataloader() override { return loader(val_, false); }
+  std::shared_ptr<volt::data::DataLoader> test_dataloader() override { return loader(test_, false); }
+  std::shared_ptr<volt::data::DataLoader> predict_dataloader() override { return loader(test_, false); }
+
+ private:
+  std::shared_ptr<volt::data::DataLoader> loader(std::shared_ptr<const volt::data::Dataset> ds, bool train) const {
+    volt::data::DataLoaderOptions o;
+    o.batch_size = train ? batch_size_ : 4 * batch_size_;
+    o.shuffle = train;
+    o.num_workers = num_workers_;
+    o.seed = seed_;
+    return std::make_shared<volt::data::DataLoader>(std::move(ds), o);
+  }
+
+  std::string dir_;
+  int64_t batch_size_, val_size_, num_workers_;
+  uint64_t seed_;
+  std::shared_ptr<const volt::data::Dataset> train_, val_, test_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    volt::TrainerOptions defaults;
+    defaults.max_epochs = 3;
+    defaults.seed = 42;
+    volt::cli::Cli cli("fashion_mnist", "Train a small CNN on Fashion-MNIST with Volt.", defaults);
+    cli.add_option("model.lr", 1e-3, "Adam learning rate (halved every 2 epochs)")
+        .add_option("model.dropout", 0.25, "dropout before the classifier")
+        .add_option("data.dir", std::string(volt::data::kFashionMnistDir), "folder with the IDX files (.gz or not)")
+        .add_option("data.batch_size", int64_t{64}, "training batch size")
+        .add_option("data.val_size", int64_t{5000}, "training images held out for validation")
+        .add_option("data.num_workers", int64_t{0}, "background threads preparing batches")
+        .add_option("early_stopping.patience", int64_t{3}, "validations without val_loss improvement before stopping");
+    if (!cli.parse(argc, argv)) return 0;
+    const auto& options = cli.trainer_options();
+
+    volt::callbacks::ModelCheckpoint::Options ckpt;
+    ckpt.monitor = "val_acc";
+    ckpt.mode = "max";
+    ckpt.save_last = true;
+    ckpt.filename = "{epoch}-{val_acc:.4f}";
+    volt::callbacks::EarlyStopping::Options stop;
+    stop.monitor = "val_loss";
+    stop.patience = cli.get_int("early_stopping.patience");
+    std::vector<std::shared_ptr<volt::callbacks::Callback>> callbacks{
+        std::make_shared<volt::callbacks::EarlyStopping>(stop)};
+    if (options.enable_checkpointing) callbacks.push_back(std::make_shared<volt::callbacks::ModelCheckpoint>(ckpt));
+    if (options.logger && options.fast_dev_run == 0) {
+      callbacks.push_back(std::make_shared<volt::callbacks::LearningRateMonitor>());
+    }
+
+    volt::Trainer trainer(options, callbacks);  // seeds before the model is built
+    std::cout << trainer.plan().describe();
+    FashionCnn model(cli.get_double("model.lr"), cli.get_double("model.dropout"));
+    FashionMnistData data(cli.get_string("data.dir"), cli.get_int("data.batch_size"), cli.get_int("data.val_size"),
+                          cli.get_int("data.num_workers"), options.seed.value_or(0));
+
+    trainer.fit(model, data);
+    const std::string best = trainer.best_model_path();
+    const auto metrics = trainer.test(model, data, best.empty() ? "" : "best");
+    std::cout << "\ntest accuracy: " << 100.0 * metrics.at("test_acc") << "%"
+              << (best.empty() ? "" : " (best checkpoint " + best + ")") << "\n";
+    if (!trainer.loggers().empty()) std::cout << "metrics:       " << trainer.log_dir() << "/metrics.csv\n";
+    return 0;
+  } catch (const volt::Error& e) {
+    std::cerr << "fashion_mnist: " << e.what() << "\n";
+    return 2;
+  }
+}

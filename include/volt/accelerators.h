@@ -1,0 +1,4 @@
+#pragma once
+/// Every public header of volt/accelerators/.
+#include "volt/accelerators/accelerator.h"
+#include "volt/accelerators/cpu_accelerator.h"

@@ -1,0 +1,8 @@
+#pragma once
+/// Every public header of volt/callbacks/.
+#include "volt/callbacks/callback.h"
+#include "volt/callbacks/early_stopping.h"
+#include "volt/callbacks/lr_monitor.h"
+#include "volt/callbacks/model_checkpoint.h"
+#include "volt/callbacks/model_summary.h"
+#include "volt/callbacks/progress_bar.h"

@@ -1,0 +1,21 @@
+#pragma once
+#include "volt/checkpoint_io/checkpoint_io.h"
+
+namespace volt::checkpoint_io {
+
+/// The default: one LibTorch pickle archive per checkpoint (a dict that Python's
+/// torch.load reads: {"tensors": {name: tensor}, "blobs": {name: uint8 tensor},
+/// "meta": JSON text}). Written to a temporary file in the same folder, fsynced,
+/// renamed over the target, and the folder fsynced.
+class TorchCheckpointIO : public CheckpointIO {
+ public:
+  void save_checkpoint(const Checkpoint& checkpoint, const std::string& path) override;
+  Checkpoint load_checkpoint(const std::string& path) override;
+  void remove_checkpoint(const std::string& path) override;
+};
+
+/// Writes `bytes` to `path` atomically (temp file in the same folder, fsync, rename,
+/// fsync of the folder); creates the folder. Throws volt::Error naming the path.
+void atomic_write(const std::string& path, const void* bytes, size_t size);
+
+}  // namespace volt::checkpoint_io

@@ -1,0 +1,39 @@
+#pragma once
+#include <memory>
+
+#include "volt/core/batch_limit.h"
+#include "volt/core/types.h"
+#include "volt/data/datamodule.h"
+
+namespace volt::connectors {
+
+/// Where a run's data comes from: a DataModule, or loaders handed to fit/validate/test/
+/// predict directly (wrapped in a DataModule). Calls prepare_data and setup in order and
+/// works out how many batches each stage runs.
+class DataConnector {
+ public:
+  /// Uses `datamodule` (not owned; must outlive the stage).
+  explicit DataConnector(data::DataModule& datamodule) : datamodule_(&datamodule) {}
+  /// Wraps explicit loaders (any may be nullptr).
+  DataConnector(std::shared_ptr<data::DataLoader> train, std::shared_ptr<data::DataLoader> val,
+                std::shared_ptr<data::DataLoader> test, std::shared_ptr<data::DataLoader> predict);
+
+  /// prepare_data (on local rank 0 only) and setup(stage), then fetches the loaders.
+  void prepare(Stage stage, bool is_local_zero);
+  void teardown(Stage stage);
+
+  std::shared_ptr<data::DataLoader> train_loader() const { return train_; }
+  std::shared_ptr<data::DataLoader> val_loader() const { return val_; }
+  std::shared_ptr<data::DataLoader> test_loader() const { return test_; }
+  std::shared_ptr<data::DataLoader> predict_loader() const { return predict_; }
+
+  /// Batches a stage runs: `limit` applied to the loader's length (0 without a loader).
+  static int64_t num_batches(const std::shared_ptr<data::DataLoader>& loader, const BatchLimit& limit);
+
+ private:
+  std::unique_ptr<data::DataModule> owned_;
+  data::DataModule* datamodule_ = nullptr;
+  std::shared_ptr<data::DataLoader> train_, val_, test_, predict_;
+};
+
+}  // namespace volt::connectors

@@ -1,0 +1,84 @@
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "volt/core/step_context.h"
+#include "volt/core/types.h"
+#include "volt/loggers/logger.h"
+#include "volt/strategies/strategy.h"
+
+namespace volt::connectors {
+
+/// Everything ctx.log records: step values, epoch aggregates (mean weighted by batch
+/// size, sum, max, min), what callbacks and the progress bar see, and what goes to the
+/// loggers (on rank 0, every log_every_n_steps training batches and at epoch ends).
+class LoggerConnector {
+ public:
+  LoggerConnector(std::vector<std::shared_ptr<loggers::Logger>> loggers, int64_t log_every_n_steps,
+                  strategies::Strategy& strategy);
+
+  /// Records one value from a step or hook of `stage`. `default_batch_size` weights the
+  /// epoch mean unless options.batch_size is set.
+  void log(RunningStage stage, const std::string& name, const at::Tensor& value, const LogOptions& options,
+           int64_t default_batch_size);
+
+  /// Starts an epoch of `stage`: clears its aggregates.
+  void begin_epoch(RunningStage stage);
+  /// After a training batch: sends this batch's step metrics to the loggers when the
+  /// batch count hits log_every_n_steps (or `force`).
+  void end_train_batch(int64_t batches_seen, int64_t global_step, int64_t epoch, bool force = false);
+  /// Ends an epoch of `stage`: aggregates become callback metrics ("name" and, when also
+  /// logged per step, "name_epoch") and go to the loggers at `global_step`. Returns them.
+  MetricMap end_epoch(RunningStage stage, int64_t global_step, int64_t epoch);
+  /// Forgets everything recorded (between stages such as the sanity check and training).
+  void reset_metrics();
+
+  const MetricMap& callback_metrics() const { return callback_metrics_; }
+  const MetricMap& progress_bar_metrics() const { return progress_bar_metrics_; }
+  /// What was last sent to the loggers.
+  const MetricMap& logged_metrics() const { return logged_metrics_; }
+
+  /// Sends metrics straight to every logger (rank 0).
+  void log_metrics(const MetricMap& metrics, int64_t step);
+  void log_hyperparams(const std::map<std::string, std::string>& params);
+  /// Flushes and closes every logger with "success", "failed" or "interrupted".
+  void finalize(const std::string& status);
+  bool has_loggers() const { return !loggers_.empty(); }
+  const std::vector<std::shared_ptr<loggers::Logger>>& loggers() const { return loggers_; }
+  /// The first logger's version (empty without loggers).
+  std::string version();
+  /// The first logger's folder, or `fallback` without loggers.
+  std::string log_dir(const std::string& fallback);
+
+ private:
+  struct Aggregate {
+    double sum = 0.0;
+    double weight = 0.0;
+    double max = 0.0;
+    double min = 0.0;
+    int64_t count = 0;
+    std::string reduce_fx;
+    bool prog_bar = false;
+    bool logger = true;
+    bool sync_dist = false;
+    bool also_on_step = false;
+  };
+  std::map<std::string, Aggregate>& aggregates(RunningStage stage);
+
+  std::vector<std::shared_ptr<loggers::Logger>> loggers_;
+  int64_t log_every_n_steps_;
+  strategies::Strategy& strategy_;
+  std::map<std::string, Aggregate> train_aggregates_;
+  std::map<std::string, Aggregate> eval_aggregates_;
+  MetricMap step_metrics_;  // this training batch's values bound for the loggers
+  MetricMap callback_metrics_;
+  MetricMap progress_bar_metrics_;
+  MetricMap logged_metrics_;
+};
+
+}  // namespace volt::connectors

@@ -1,0 +1,16 @@
+#pragma once
+/// Every public header of volt/core/.
+#include "volt/core/batch_limit.h"
+#include "volt/core/checkpoint.h"
+#include "volt/core/compat.h"
+#include "volt/core/error.h"
+#include "volt/core/lr_scheduler.h"
+#include "volt/core/module.h"
+#include "volt/core/optimizer_config.h"
+#include "volt/core/registry.h"
+#include "volt/core/seed.h"
+#include "volt/core/step_context.h"
+#include "volt/core/trainer_options.h"
+#include "volt/core/trainer_state.h"
+#include "volt/core/trainer_view.h"
+#include "volt/core/types.h"

@@ -1,0 +1,113 @@
+#pragma once
+#include <map>
+#include <string>
+
+#include <torch/nn/module.h>
+
+#include "volt/core/checkpoint.h"
+#include "volt/core/optimizer_config.h"
+#include "volt/core/step_context.h"
+#include "volt/core/types.h"
+
+namespace volt {
+
+/// A model with Lightning's hooks. Derive from it, register layers as with
+/// torch::nn::Module, and implement training_step and configure_optimizers.
+/// Every hook runs on every rank unless noted; hooks default to no-ops.
+class Module : public torch::nn::Module {
+ public:
+  using torch::nn::Module::Module;
+  ~Module() override = default;
+
+  // --- steps ---
+  /// One training batch. Return the loss to back-propagate (automatic optimization) or
+  /// an undefined tensor to skip the batch. With manual optimization, call
+  /// ctx.manual_backward / ctx.optimizer_step yourself and return anything.
+  virtual at::Tensor training_step(Batch& batch, StepContext& ctx) = 0;
+  /// One validation batch, under no-grad and eval mode. Log with ctx.log.
+  virtual void validation_step(Batch& batch, StepContext& ctx);
+  /// One test batch, under no-grad and eval mode.
+  virtual void test_step(Batch& batch, StepContext& ctx);
+  /// One prediction batch; the result is collected by Trainer::predict.
+  virtual at::Tensor predict_step(Batch& batch, StepContext& ctx);
+  /// Optimizers and LR schedulers. Called once per fit, after the module is on its device.
+  virtual OptimizerConfig configure_optimizers() = 0;
+
+  // --- set-up ---
+  /// Build layers here to create them directly on the target device (called by the
+  /// strategy, before configure_optimizers).
+  virtual void configure_model() {}
+  /// At the start of fit/validate/test/predict, before the module moves to its device.
+  virtual void setup(Stage) {}
+  /// At the end of fit/validate/test/predict.
+  virtual void teardown(Stage) {}
+
+  // --- stage hooks ---
+  virtual void on_fit_start() {}
+  virtual void on_fit_end() {}
+  virtual void on_train_start() {}
+  virtual void on_train_end() {}
+  virtual void on_validation_start() {}
+  virtual void on_validation_end() {}
+  virtual void on_test_start() {}
+  virtual void on_test_end() {}
+  virtual void on_predict_start() {}
+  virtual void on_predict_end() {}
+
+  // --- epoch hooks ---
+  virtual void on_train_epoch_start() {}
+  /// After the last training batch of an epoch (and before its end-of-epoch validation,
+  /// when validation runs at the end of the epoch, as Lightning does).
+  virtual void on_train_epoch_end() {}
+  virtual void on_validation_epoch_start() {}
+  virtual void on_validation_epoch_end() {}
+  virtual void on_test_epoch_start() {}
+  virtual void on_test_epoch_end() {}
+  virtual void on_predict_epoch_start() {}
+  virtual void on_predict_epoch_end() {}
+
+  // --- batch hooks ---
+  /// Return false to skip the rest of this training epoch.
+  virtual bool on_train_batch_start(Batch&, int64_t /*batch_idx*/) { return true; }
+  virtual void on_train_batch_end(const at::Tensor& /*loss*/, Batch&, int64_t /*batch_idx*/) {}
+  virtual void on_validation_batch_start(Batch&, int64_t /*batch_idx*/) {}
+  virtual void on_validation_batch_end(Batch&, int64_t /*batch_idx*/) {}
+  virtual void on_test_batch_start(Batch&, int64_t /*batch_idx*/) {}
+  virtual void on_test_batch_end(Batch&, int64_t /*batch_idx*/) {}
+
+  // --- optimization hooks ---
+  virtual void on_before_backward(const at::Tensor& /*loss*/) {}
+  virtual void on_after_backward() {}
+  /// Before optimizer i steps, after gradients are unscaled, before clipping.
+  virtual void on_before_optimizer_step(torch::optim::Optimizer&, size_t /*index*/) {}
+  virtual void on_before_zero_grad(torch::optim::Optimizer&) {}
+
+  // --- checkpoints ---
+  /// Add your own entries to a checkpoint about to be written.
+  virtual void on_save_checkpoint(Checkpoint&) {}
+  /// Read them back, before the state is restored.
+  virtual void on_load_checkpoint(const Checkpoint&) {}
+
+  // --- logging from hooks ---
+  /// Logs a metric from any hook that runs during a stage (e.g. on_validation_epoch_end),
+  /// exactly as ctx.log does in a step. Throws outside a running stage.
+  void log(const std::string& name, const at::Tensor& value, const LogOptions& options = {});
+  void log(const std::string& name, double value, const LogOptions& options = {});
+  /// Set by the loops to the context log() records into; not for user code.
+  void set_log_context(StepContext* ctx) { log_context_ = ctx; }
+
+  // --- configuration ---
+  bool automatic_optimization() const { return automatic_optimization_; }
+  /// false: training_step drives the optimizers itself (GANs, several optimizers).
+  void set_automatic_optimization(bool on) { automatic_optimization_ = on; }
+  /// Records hyperparameters: written to the loggers (hparams.yaml) and checkpoints.
+  void save_hyperparameters(std::map<std::string, std::string> hparams) { hparams_ = std::move(hparams); }
+  const std::map<std::string, std::string>& hparams() const { return hparams_; }
+
+ private:
+  bool automatic_optimization_ = true;
+  StepContext* log_context_ = nullptr;
+  std::map<std::string, std::string> hparams_;
+};
+
+}  // namespace volt

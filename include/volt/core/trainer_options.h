@@ -1,0 +1,63 @@
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "volt/core/batch_limit.h"
+
+namespace volt {
+
+/// Every Trainer flag, with Lightning 2.x's names, meanings and defaults.
+/// Trainer's constructor validates all of them before anything runs.
+struct TrainerOptions {
+  // --- hardware (resolved by the accelerator connector) ---
+  std::string accelerator = "auto";  ///< auto, cpu, gpu, cuda, tpu
+  std::string devices = "auto";      ///< n, -1, "auto", "0,1", "2,"
+  std::string strategy = "auto";     ///< auto, single_device, ddp, ddp_spawn, dp, ...
+  std::string precision = "32-true";  ///< 32-true, 16-mixed, bf16-mixed, 64-true, ...
+  int64_t num_nodes = 1;
+  /// Intra-op threads per process on CPU; 0: all cores of this machine.
+  int64_t num_threads = 0;
+
+  // --- how long ---
+  /// -1: 1000 when max_steps is -1, else unlimited (Lightning).
+  int64_t max_epochs = -1;
+  int64_t min_epochs = 0;
+  int64_t max_steps = -1;
+  int64_t min_steps = 0;
+  BatchLimit limit_train_batches;
+  BatchLimit limit_val_batches;
+  BatchLimit limit_test_batches;
+  BatchLimit limit_predict_batches;
+  /// Fraction of a training epoch, or a count of training batches, between validations.
+  BatchLimit val_check_interval;
+  /// Validate every n epochs; unset: only by val_check_interval (which must be a count).
+  std::optional<int64_t> check_val_every_n_epoch = 1;
+  /// Validation batches run before training to catch bugs early; -1: all.
+  int64_t num_sanity_val_steps = 2;
+  /// 0: off; n: run n batches of each stage, one epoch, no checkpoints or loggers.
+  int64_t fast_dev_run = 0;
+
+  // --- optimization ---
+  int64_t accumulate_grad_batches = 1;
+  /// 0: no clipping.
+  double gradient_clip_val = 0.0;
+  std::string gradient_clip_algorithm = "norm";  ///< norm, value
+
+  // --- reproducibility ---
+  /// Seeds LibTorch's generators and the data order; unset: not seeded.
+  std::optional<uint64_t> seed;
+  /// Deterministic algorithms (at::globalContext().setDeterministicAlgorithms).
+  bool deterministic = false;
+
+  // --- outputs ---
+  std::string default_root_dir = ".";
+  bool enable_progress_bar = true;
+  bool enable_checkpointing = true;
+  bool enable_model_summary = true;
+  /// Attach the default CSV logger when no logger is given.
+  bool logger = true;
+  int64_t log_every_n_steps = 50;
+};
+
+}  // namespace volt

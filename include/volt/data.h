@@ -1,0 +1,7 @@
+#pragma once
+/// Every public header of volt/data/.
+#include "volt/data/dataloader.h"
+#include "volt/data/datamodule.h"
+#include "volt/data/dataset.h"
+#include "volt/data/idx.h"
+#include "volt/data/sampler.h"

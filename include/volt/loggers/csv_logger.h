@@ -1,0 +1,96 @@
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "volt/core/types.h"
+#include "volt/loggers/logger.h"
+
+namespace volt::loggers {
+
+/// Writes metrics to `save_dir/name/version_N/metrics.csv` and hyperparameters to
+/// `hparams.yaml` beside it (Lightning's CSVLogger). Called on rank 0 only.
+///
+/// metrics.csv has one row per log_metrics call: the column "step" first, then every
+/// metric name in the order it first appeared (names within one call in std::map
+/// order). New names are appended as new columns, so existing columns never move; a
+/// row lacks a metric as an empty cell. Values are printed as the shortest decimal that
+/// reads back as the same double (a metric that was a float32 therefore shows all the
+/// digits of its double value, as Lightning's CSV does); NaN and infinities as "nan",
+/// "inf", "-inf".
+///
+/// Rows are buffered and written every `flush_logs_every_n_steps` log_metrics calls and
+/// on save() and finalize(). When no column was added since the last write the rows
+/// are appended; otherwise the whole file is rewritten with the wider header through a
+/// temporary file in the same folder (fsync, rename), so a reader never sees a file
+/// whose rows disagree with its header. An existing metrics.csv in the folder (a
+/// resumed run with an explicit version) is continued, with its header kept.
+///
+/// Not thread-safe: call from one thread.
+class CSVLogger : public Logger {
+ public:
+  /// `version`: N of the folder version_N. Without it, N is chosen on first use as one
+  /// more than the highest existing save_dir/name/version_K (0 if there is none), and
+  /// the folder is created at that moment, so two loggers in one save_dir get two
+  /// versions. `flush_logs_every_n_steps` must be at least 1.
+  explicit CSVLogger(std::string save_dir, std::string name = "lightning_logs",
+                     std::optional<int64_t> version = std::nullopt,
+                     int64_t flush_logs_every_n_steps = 100);
+  /// Writes rows still buffered (errors are printed, not thrown).
+  ~CSVLogger() override;
+
+  CSVLogger(const CSVLogger&) = delete;
+  CSVLogger& operator=(const CSVLogger&) = delete;
+
+  /// The experiment name given at construction ("lightning_logs").
+  std::string name() const override { return name_; }
+  /// "version_N"; chooses N and creates the folder on first use.
+  std::string version() override;
+  /// save_dir/name/version_N; chooses N and creates the folder on first use.
+  std::string log_dir() override;
+  /// The root folder given at construction.
+  const std::string& save_dir() const { return save_dir_; }
+  /// log_dir()/metrics.csv (the file may not exist yet).
+  std::string metrics_file_path();
+  /// log_dir()/hparams.yaml (the file may not exist yet).
+  std::string hparams_file_path();
+
+  /// Merges `params` into the hyperparameters seen so far and rewrites hparams.yaml
+  /// atomically: one `key: value` line each, in key order, quoted where YAML needs it
+  /// (a value such as "0.001" or "true" stays plain, so YAML readers see its type).
+  void log_hyperparams(const std::map<std::string, std::string>& params) override;
+  /// Buffers the row {step, metrics...}; every flush_logs_every_n_steps calls, writes.
+  /// A metric named "step" is ignored (the step column holds `step`).
+  void log_metrics(const MetricMap& metrics, int64_t step) override;
+  /// Writes buffered rows to metrics.csv. Throws volt::Error naming the path and the
+  /// OS error when the folder or file cannot be written.
+  void save() override;
+  /// Writes buffered rows; `status` is not recorded.
+  void finalize(const std::string& status) override;
+
+ private:
+  const std::string& ensure_log_dir();
+  int64_t next_version() const;
+  void register_columns();
+  std::string format_rows() const;
+
+  std::string save_dir_;
+  std::string name_;
+  std::optional<int64_t> version_;
+  int64_t flush_every_;
+  std::string log_dir_;  // empty until first use
+
+  std::vector<std::string> columns_;  // "step" first; file order
+  std::unordered_map<std::string, size_t> column_index_;
+  size_t columns_on_disk_ = 0;  // header width of metrics.csv as last written or read
+  bool existing_file_checked_ = false;
+  std::vector<std::pair<int64_t, MetricMap>> pending_;
+  int64_t calls_since_flush_ = 0;
+  std::map<std::string, std::string> hparams_;
+};
+
+}  // namespace volt::loggers

@@ -1,0 +1,41 @@
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "volt/connectors/callback_connector.h"
+#include "volt/connectors/data_connector.h"
+#include "volt/connectors/logger_connector.h"
+#include "volt/core/module.h"
+#include "volt/core/optimizer_config.h"
+#include "volt/core/trainer_options.h"
+#include "volt/core/trainer_state.h"
+#include "volt/core/trainer_view.h"
+#include "volt/strategies/strategy.h"
+
+namespace volt::loops {
+
+/// What every loop works with. The Trainer owns all of it; loops hold it for one stage.
+struct LoopContext {
+  const TrainerOptions& options;  ///< already validated (and adjusted for fast_dev_run)
+  TrainerState& state;
+  Module& module;
+  strategies::Strategy& strategy;
+  connectors::CallbackConnector& callbacks;
+  connectors::LoggerConnector& logger;
+  connectors::DataConnector& data;
+  TrainerView& view;
+  std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers;
+  std::vector<LRSchedulerConfig>& lr_schedulers;
+};
+
+/// A loop runs one level of a stage (an epoch, the batches of an evaluation, ...).
+class Loop {
+ public:
+  explicit Loop(LoopContext& ctx) : ctx_(ctx) {}
+  virtual ~Loop() = default;
+
+ protected:
+  LoopContext& ctx_;
+};
+
+}  // namespace volt::loops

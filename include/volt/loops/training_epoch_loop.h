@@ -1,0 +1,33 @@
+#pragma once
+#include <cstdint>
+
+#include "volt/loops/evaluation_loop.h"
+#include "volt/loops/loop.h"
+
+namespace volt::loops {
+
+/// One training epoch: batches, the optimization step (automatic, with gradient
+/// accumulation and clipping, or manual), step-interval LR schedulers, logging cadence,
+/// and validation at val_check_interval and at the epoch's end.
+class TrainingEpochLoop : public Loop {
+ public:
+  using Loop::Loop;
+  /// Runs the current epoch (ctx.state.current_epoch), starting after
+  /// ctx.state.batches_done batches (non-zero when resuming mid-epoch).
+  void run();
+  /// Training batches seen in this fit, across epochs (drives log_every_n_steps and
+  /// val_check_interval counted across epochs).
+  int64_t batches_seen() const { return batches_seen_; }
+  /// True when this epoch should end with validation.
+  bool is_validation_epoch() const;
+
+ private:
+  bool should_validate_after(int64_t batch_idx, int64_t num_batches, bool last) const;
+  void run_validation();
+  void step_schedulers(Interval interval);
+  bool reached_max_steps() const;
+
+  int64_t batches_seen_ = 0;
+};
+
+}  // namespace volt::loops

@@ -1,0 +1,3 @@
+#pragma once
+/// Every public header of volt/precision/.
+#include "volt/precision/precision.h"

@@ -1,0 +1,4 @@
+#pragma once
+/// Every public header of volt/strategies/.
+#include "volt/strategies/single_device_strategy.h"
+#include "volt/strategies/strategy.h"

@@ -1,0 +1,94 @@
+#pragma once
+#include <memory>
+#include <string>
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include "volt/accelerators/accelerator.h"
+#include "volt/checkpoint_io/checkpoint_io.h"
+#include "volt/core/checkpoint.h"
+#include "volt/core/module.h"
+#include "volt/core/step_context.h"
+#include "volt/core/types.h"
+#include "volt/environments/cluster_environment.h"
+#include "volt/precision/precision.h"
+
+namespace volt::strategies {
+
+/// How a reduction combines values across processes.
+enum class ReduceOp { kMean, kSum, kMax, kMin };
+
+/// Which launcher a strategy needs before it can run ("none": this process is the job).
+enum class LauncherKind { kNone, kSubprocess, kSpawn };
+
+/// The training routine: how processes and devices cooperate to run steps, and the owner
+/// of the accelerator, precision plug-in, cluster environment and checkpoint IO below it.
+/// Loops call it; it calls only what is below it (and the module's step methods).
+class Strategy {
+ public:
+  Strategy(std::shared_ptr<accelerators::Accelerator> accelerator,
+           std::shared_ptr<precision::Precision> precision,
+           std::shared_ptr<environments::ClusterEnvironment> environment,
+           std::shared_ptr<checkpoint_io::CheckpointIO> checkpoint_io);
+  virtual ~Strategy() = default;
+
+  /// Registry key, e.g. "single_device".
+  virtual std::string name() const = 0;
+  virtual LauncherKind launcher() const { return LauncherKind::kNone; }
+  /// The device this process computes on.
+  virtual c10::Device root_device() const = 0;
+
+  /// Prepares this process (devices, process groups). Called once per stage, before setup.
+  virtual void setup_environment();
+  /// Builds (configure_model), converts and moves the module. Before configure_optimizers.
+  virtual void setup(Module& module);
+  /// Moves a batch to root_device() and applies the precision's input conversion.
+  virtual void batch_to_device(Batch& batch) const;
+
+  /// Runs Module::training_step in the precision's forward region.
+  virtual at::Tensor training_step(Module& module, Batch& batch, StepContext& ctx);
+  virtual void validation_step(Module& module, Batch& batch, StepContext& ctx);
+  virtual void test_step(Module& module, Batch& batch, StepContext& ctx);
+  virtual at::Tensor predict_step(Module& module, Batch& batch, StepContext& ctx);
+
+  /// Back-propagates `loss` through the precision plug-in (scaling) and, in
+  /// distributed strategies, synchronises gradients.
+  virtual void backward(const at::Tensor& loss);
+  virtual void unscale_gradients(torch::optim::Optimizer& optimizer);
+  virtual void clip_gradients(torch::optim::Optimizer& optimizer, double value,
+                              precision::ClipAlgorithm algorithm);
+  /// Steps the optimizer; false when the precision plug-in skipped the step.
+  virtual bool optimizer_step(torch::optim::Optimizer& optimizer);
+
+  // --- collectives (identity on one process) ---
+  virtual int64_t world_size() const { return 1; }
+  virtual int64_t global_rank() const { return 0; }
+  virtual int64_t local_rank() const { return 0; }
+  bool is_global_zero() const { return global_rank() == 0; }
+  virtual void barrier(const std::string& /*name*/) {}
+  virtual double reduce(double value, ReduceOp /*op*/) { return value; }
+  virtual bool reduce_boolean_decision(bool decision, bool /*all*/) { return decision; }
+
+  // --- checkpoints ---
+  /// Writes on rank 0 only; every rank calls it.
+  virtual void save_checkpoint(const Checkpoint& checkpoint, const std::string& path);
+  virtual Checkpoint load_checkpoint(const std::string& path);
+  virtual void remove_checkpoint(const std::string& path);
+
+  /// Releases devices and plug-ins at the end of a stage.
+  virtual void teardown();
+
+  accelerators::Accelerator& accelerator() const { return *accelerator_; }
+  precision::Precision& precision() const { return *precision_; }
+  environments::ClusterEnvironment& cluster_environment() const { return *environment_; }
+  checkpoint_io::CheckpointIO& checkpoint_io() const { return *checkpoint_io_; }
+
+ protected:
+  std::shared_ptr<accelerators::Accelerator> accelerator_;
+  std::shared_ptr<precision::Precision> precision_;
+  std::shared_ptr<environments::ClusterEnvironment> environment_;
+  std::shared_ptr<checkpoint_io::CheckpointIO> checkpoint_io_;
+};
+
+}  // namespace volt::strategies

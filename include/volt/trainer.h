@@ -1,0 +1,3 @@
+#pragma once
+/// Every public header of volt/trainer/.
+#include "volt/trainer/trainer.h"

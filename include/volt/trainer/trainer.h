@@ -1,0 +1,103 @@
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "volt/callbacks/callback.h"
+#include "volt/connectors/accelerator_connector.h"
+#include "volt/core/module.h"
+#include "volt/core/trainer_options.h"
+#include "volt/core/trainer_state.h"
+#include "volt/core/types.h"
+#include "volt/data/dataloader.h"
+#include "volt/data/datamodule.h"
+#include "volt/loggers/logger.h"
+#include "volt/strategies/strategy.h"
+
+namespace volt::connectors {
+class DataConnector;
+}
+
+namespace volt {
+
+/// Checks every flag and throws a ConfigError naming the flag, the value and a fix.
+/// The Trainer's constructor calls it; exposed for tools that check configs up front.
+void validate_trainer_options(const TrainerOptions& options);
+
+/// Runs fit, validate, test and predict for a volt::Module, with Lightning's flags,
+/// hooks, callbacks and loggers. All configuration is checked at construction, before
+/// anything runs. One Trainer can run several stages in a row; a second fit() continues
+/// from where the first ended.
+class Trainer {
+ public:
+  /// `callbacks`: extra callbacks (a progress bar, a model summary and a ModelCheckpoint
+  /// are added unless disabled or given). `loggers`: none given and options.logger true:
+  /// a CSVLogger under default_root_dir/lightning_logs.
+  explicit Trainer(TrainerOptions options = {}, std::vector<std::shared_ptr<callbacks::Callback>> callbacks = {},
+                   std::vector<std::shared_ptr<loggers::Logger>> loggers = {});
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  /// Trains `module` on the DataModule's train loader, validating on its val loader.
+  /// `ckpt_path`: a checkpoint file, "last" or "best" (of the ModelCheckpoint callback)
+  /// to resume from; empty: start from the module as it is.
+  void fit(Module& module, data::DataModule& datamodule, const std::string& ckpt_path = "");
+  /// Same with loaders (val may be nullptr).
+  void fit(Module& module, std::shared_ptr<data::DataLoader> train, std::shared_ptr<data::DataLoader> val = nullptr,
+           const std::string& ckpt_path = "");
+
+  /// One pass over the validation data; returns the epoch metrics logged.
+  /// `ckpt_path`: weights to load first (a file, "last" or "best"); empty: the module as is.
+  MetricMap validate(Module& module, data::DataModule& datamodule, const std::string& ckpt_path = "");
+  MetricMap validate(Module& module, std::shared_ptr<data::DataLoader> loader, const std::string& ckpt_path = "");
+  /// One pass over the test data; returns the epoch metrics logged.
+  MetricMap test(Module& module, data::DataModule& datamodule, const std::string& ckpt_path = "");
+  MetricMap test(Module& module, std::shared_ptr<data::DataLoader> loader, const std::string& ckpt_path = "");
+  /// predict_step over the predict data; one tensor per batch, on the CPU.
+  std::vector<at::Tensor> predict(Module& module, data::DataModule& datamodule, const std::string& ckpt_path = "");
+  std::vector<at::Tensor> predict(Module& module, std::shared_ptr<data::DataLoader> loader,
+                                  const std::string& ckpt_path = "");
+
+  /// Writes a checkpoint of the module last run (all ranks call; rank 0 writes).
+  void save_checkpoint(const std::string& path, bool weights_only = false);
+
+  const TrainerOptions& options() const { return options_; }
+  const connectors::Plan& plan() const;
+  const TrainerState& state() const { return state_; }
+  int64_t current_epoch() const { return state_.current_epoch; }
+  int64_t global_step() const { return state_.global_step; }
+  bool should_stop() const { return state_.should_stop; }
+  /// Every metric's latest value (epoch aggregates after epoch ends).
+  const MetricMap& callback_metrics() const;
+  const MetricMap& logged_metrics() const;
+  const MetricMap& progress_bar_metrics() const;
+  const std::vector<std::shared_ptr<callbacks::Callback>>& callbacks() const;
+  const std::vector<std::shared_ptr<loggers::Logger>>& loggers() const;
+  /// The first logger's folder, or default_root_dir.
+  std::string log_dir() const;
+  /// The first ModelCheckpoint's best checkpoint so far ("" when none).
+  std::string best_model_path() const;
+  strategies::Strategy& strategy() const;
+
+ private:
+  void run_fit(Module& module, connectors::DataConnector& data, const std::string& ckpt_path);
+  MetricMap run_evaluation(Module& module, connectors::DataConnector& data, const std::string& ckpt_path,
+                           bool testing);
+  std::vector<at::Tensor> run_predict(Module& module, connectors::DataConnector& data, const std::string& ckpt_path);
+  void load_weights(Module& module, const std::string& ckpt_path);
+  static void print_metrics(const std::string& stage, const MetricMap& metrics);
+
+ public:
+  /// Internal: the Trainer's parts (connectors, strategy) and its TrainerView.
+  class Impl;
+
+ private:
+  TrainerOptions options_;
+  TrainerState state_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace volt

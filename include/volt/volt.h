@@ -1,0 +1,10 @@
+#pragma once
+/// Everything a Volt program uses: the module and data API, the Trainer, callbacks,
+/// loggers and the command-line helper. Lower-level parts (connectors, loops,
+/// strategies) have their own umbrella headers.
+#include "volt/callbacks.h"
+#include "volt/cli.h"
+#include "volt/core.h"
+#include "volt/data.h"
+#include "volt/loggers.h"
+#include "volt/trainer.h"

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Installs what Volt needs on Debian 12 and builds it into build/.
+#   bash scripts/setup.sh              packages + configure (once) + build
+#   bash scripts/setup.sh --no-build   packages only
+# Run as root (or as a user with sudo) from any directory. Idempotent: when every
+# package is installed and build/ is configured it only runs the (incremental) build.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+
+build=1
+for arg in "$@"; do
+  case "$arg" in
+    --no-build) build=0 ;;
+    -h|--help) sed -n '2,6s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    *) echo "volt setup: unknown argument '$arg' (known: --no-build)" >&2; exit 2 ;;
+  esac
+done
+
+packages=(
+  libtorch-dev libgloo-dev libopenblas0-openmp cmake ninja-build g++ ccache
+  libyaml-cpp-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
+  zlib1g-dev dataset-fashion-mnist git ca-certificates
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" != "install ok installed" ]; then
+    missing+=("$p")
+  fi
+done
+
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "volt setup: installing ${#missing[@]} packages: ${missing[*]}"
+  sudo=()
+  if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null; then
+      sudo=(sudo)
+    else
+      echo "volt setup: installing packages needs root; run as root or install sudo" >&2
+      exit 1
+    fi
+  fi
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+    -o Dpkg::Use-Pty=0 "${missing[@]}" </dev/null
+else
+  echo "volt setup: all ${#packages[@]} packages installed"
+fi
+
+[ "$build" -eq 1 ] || exit 0
+
+# Configure only once: a configured tree re-runs CMake by itself when a CMakeLists.txt
+# changes. A configure that failed half-way leaves a cache but no build files: redo it
+# with the cached settings (and generator, should someone have chosen another one).
+if [ ! -f build/CMakeCache.txt ]; then
+  echo "volt setup: configuring build/ (Release, Ninja)"
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
+elif [ ! -f build/build.ninja ] && [ ! -f build/Makefile ]; then
+  echo "volt setup: configuring build/ again (the last configure did not finish)"
+  cmake -S . -B build
+fi
+
+jobs=$(nproc)
+echo "volt setup: building build/ with $jobs jobs"
+cmake --build build -j "$jobs"
+echo "volt setup: build/ is up to date"

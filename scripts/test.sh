@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Sets Volt up (scripts/setup.sh), runs every test with ctest, then checks that an outside
+# project can use the installed library: cmake --install into a temporary prefix, then
+# configure, build and run tests/consumer against it with find_package(Volt).
+# Extra arguments go to ctest:   bash scripts/test.sh -L unit
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+
+if ! bash scripts/setup.sh; then
+  echo "volt test: FAILED (set-up or build, see above)"
+  exit 1
+fi
+
+failed=()
+
+echo "volt test: running ctest${*:+ $*}"
+if ! ctest --test-dir build --output-on-failure --no-tests=error -j 2 "$@"; then
+  failed+=("ctest")
+fi
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+consumer_check() {
+  echo "volt test: installing into $tmp/prefix"
+  cmake --install build --prefix "$tmp/prefix" >"$tmp/install.log" || { cat "$tmp/install.log"; return 1; }
+  echo "volt test: building tests/consumer with find_package(Volt)"
+  cmake -S tests/consumer -B "$tmp/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_PREFIX_PATH="$tmp/prefix" || return 1
+  cmake --build "$tmp/build" || return 1
+  echo "volt test: running the consumer"
+  "$tmp/build/consumer" || return 1
+}
+
+if ! consumer_check; then
+  failed+=("outside-project check (tests/consumer)")
+fi
+
+if [ "${#failed[@]}" -gt 0 ]; then
+  printf -v list '%s, ' "${failed[@]}"
+  echo "volt test: FAILED: ${list%, }"
+  exit 1
+fi
+echo "volt test: all tests passed, and the installed library works from an outside project"

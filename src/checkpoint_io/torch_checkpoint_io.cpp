@@ -1,0 +1,151 @@
+#include "volt/checkpoint_io/torch_checkpoint_io.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include <ATen/core/Dict.h>
+#include <ATen/core/ivalue.h>
+#include <ATen/ops/empty.h>
+#include <torch/csrc/jit/serialization/pickle.h>
+
+#include "volt/core/error.h"
+
+namespace fs = std::filesystem;
+
+namespace volt::checkpoint_io {
+namespace {
+
+std::string os_error(const std::string& what, const std::string& path) {
+  return what + " '" + path + "': " + std::strerror(errno);
+}
+
+void fsync_dir(const fs::path& dir) {
+  const int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return;  // best effort: some filesystems refuse to open folders
+  ::fsync(fd);
+  ::close(fd);
+}
+
+}  // namespace
+
+void atomic_write(const std::string& path, const void* bytes, size_t size) {
+  const fs::path target(path);
+  const fs::path dir = target.parent_path();
+  std::error_code ec;
+  if (!dir.empty()) {
+    fs::create_directories(dir, ec);
+    if (ec) throw Error("cannot create folder '" + dir.string() + "' for '" + path + "': " + ec.message());
+  }
+  static std::atomic<unsigned> counter{0};
+  const fs::path tmp = (dir.empty() ? fs::path(".") : dir) /
+                       ("." + target.filename().string() + ".tmp." + std::to_string(::getpid()) + "." +
+                        std::to_string(counter++));
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error(os_error("cannot create temporary file", tmp.string()));
+  const char* p = static_cast<const char*>(bytes);
+  size_t left = size;
+  while (left > 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const std::string msg = os_error("cannot write", tmp.string());
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      throw Error(msg);
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    const std::string msg = os_error("cannot flush", tmp.string());
+    ::unlink(tmp.c_str());
+    throw Error(msg);
+  }
+  if (::rename(tmp.c_str(), target.c_str()) != 0) {
+    const std::string msg = os_error("cannot rename temporary file onto", path);
+    ::unlink(tmp.c_str());
+    throw Error(msg);
+  }
+  fsync_dir(dir);
+}
+
+void TorchCheckpointIO::save_checkpoint(const Checkpoint& checkpoint, const std::string& path) {
+  c10::Dict<std::string, at::Tensor> tensors;
+  for (const auto& [key, t] : checkpoint.tensors) {
+    // Detached, contiguous CPU copies: the archive must not depend on autograd or device.
+    tensors.insert(key, t.detach().to(at::kCPU).contiguous());
+  }
+  c10::Dict<std::string, at::Tensor> blobs;
+  for (const auto& [key, bytes] : checkpoint.blobs) {
+    at::Tensor t = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
+    std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
+    blobs.insert(key, t);
+  }
+  c10::impl::GenericDict root(c10::StringType::get(), c10::AnyType::get());
+  root.insert("tensors", tensors);
+  root.insert("blobs", blobs);
+  root.insert("meta", checkpoint.meta.dump());
+  const std::vector<char> data = torch::jit::pickle_save(root);
+  try {
+    atomic_write(path, data.data(), data.size());
+  } catch (const Error& e) {
+    throw CheckpointError(std::string("saving checkpoint failed: ") + e.what());
+  }
+}
+
+Checkpoint TorchCheckpointIO::load_checkpoint(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw CheckpointError("checkpoint '" + path + "' cannot be opened: " + std::strerror(errno) +
+                          ". Check the path (ckpt_path) or list the folder for .ckpt files.");
+  }
+  std::vector<char> data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  c10::IValue root;
+  try {
+    root = torch::jit::pickle_load(data);
+  } catch (const std::exception& e) {
+    throw CheckpointError("checkpoint '" + path + "' (" + std::to_string(data.size()) +
+                          " bytes) is not a readable Volt checkpoint: " + std::string(e.what()).substr(0, 300));
+  }
+  if (!root.isGenericDict()) {
+    throw CheckpointError("checkpoint '" + path + "' holds a " + root.tagKind() +
+                          ", not the dict a Volt checkpoint holds.");
+  }
+  auto dict = root.toGenericDict();
+  Checkpoint ckpt;
+  for (const char* key : {"tensors", "blobs", "meta"}) {
+    if (!dict.contains(key)) {
+      throw CheckpointError("checkpoint '" + path + "' has no '" + key + "' entry; it was not written by Volt.");
+    }
+  }
+  for (const auto& item : dict.at("tensors").toGenericDict()) {
+    ckpt.tensors.emplace(item.key().toStringRef(), item.value().toTensor());
+  }
+  for (const auto& item : dict.at("blobs").toGenericDict()) {
+    const at::Tensor t = item.value().toTensor().contiguous();
+    ckpt.blobs.emplace(item.key().toStringRef(),
+                       std::string(static_cast<const char*>(t.data_ptr()), static_cast<size_t>(t.numel())));
+  }
+  try {
+    ckpt.meta = nlohmann::json::parse(dict.at("meta").toStringRef());
+  } catch (const std::exception& e) {
+    throw CheckpointError("checkpoint '" + path + "' has malformed metadata: " + e.what());
+  }
+  return ckpt;
+}
+
+void TorchCheckpointIO::remove_checkpoint(const std::string& path) {
+  std::error_code ec;
+  fs::remove(path, ec);
+  if (ec) throw CheckpointError("cannot remove checkpoint '" + path + "': " + ec.message());
+}
+
+}  // namespace volt::checkpoint_io

@@ -1,0 +1,62 @@
+#include "volt/connectors/callback_connector.h"
+
+#include <set>
+
+#include "volt/callbacks/model_checkpoint.h"
+#include "volt/callbacks/model_summary.h"
+#include "volt/callbacks/progress_bar.h"
+#include "volt/core/error.h"
+
+namespace volt::connectors {
+
+CallbackConnector::CallbackConnector(std::vector<std::shared_ptr<callbacks::Callback>> user_callbacks,
+                                     const TrainerOptions& options) {
+  bool has_progress_bar = false;
+  bool has_summary = false;
+  std::vector<std::shared_ptr<callbacks::Callback>> checkpoints;
+  std::set<std::string> keys;
+  for (auto& cb : user_callbacks) {
+    if (!cb) throw ConfigError("callbacks contains a null pointer; pass constructed callbacks only.");
+    if (!keys.insert(cb->state_key()).second) {
+      throw ConfigError("two callbacks share the state key " + cb->state_key() +
+                        "; their checkpoint state would collide. Give them different settings or keep one.");
+    }
+    if (dynamic_cast<callbacks::ProgressBar*>(cb.get()) != nullptr) {
+      if (!options.enable_progress_bar) {
+        throw ConfigError("a ProgressBar callback was passed but enable_progress_bar=false. Remove one of them.");
+      }
+      has_progress_bar = true;
+    }
+    if (dynamic_cast<callbacks::ModelSummary*>(cb.get()) != nullptr) has_summary = true;
+    if (dynamic_cast<callbacks::ModelCheckpoint*>(cb.get()) != nullptr) {
+      if (!options.enable_checkpointing) {
+        throw ConfigError("a ModelCheckpoint callback was passed but enable_checkpointing=false. Remove the "
+                          "callback or set enable_checkpointing=true.");
+      }
+      checkpoints.push_back(cb);
+      continue;
+    }
+    callbacks_.push_back(cb);
+  }
+  const bool dev_run = options.fast_dev_run > 0;
+  if (options.enable_model_summary && !has_summary && !dev_run) {
+    callbacks_.push_back(std::make_shared<callbacks::ModelSummary>());
+  }
+  if (options.enable_progress_bar && !has_progress_bar) {
+    callbacks_.push_back(std::make_shared<callbacks::ProgressBar>());
+  }
+  if (options.enable_checkpointing && checkpoints.empty() && !dev_run) {
+    checkpoints.push_back(std::make_shared<callbacks::ModelCheckpoint>());
+  }
+  for (auto& cb : checkpoints) callbacks_.push_back(cb);
+}
+
+std::vector<callbacks::ModelCheckpoint*> CallbackConnector::checkpoint_callbacks() const {
+  std::vector<callbacks::ModelCheckpoint*> out;
+  for (const auto& cb : callbacks_) {
+    if (auto* mc = dynamic_cast<callbacks::ModelCheckpoint*>(cb.get())) out.push_back(mc);
+  }
+  return out;
+}
+
+}  // namespace volt::connectors

@@ -1,0 +1,190 @@
+#include "volt/connectors/checkpoint_connector.h"
+
+#include <sstream>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/Generator.h>
+#include <c10/util/irange.h>
+#include <torch/optim/optimizer.h>
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
+
+#include "volt/core/compat.h"
+#include "volt/core/error.h"
+#include "volt/core/version.h"
+
+namespace volt::connectors {
+namespace {
+
+const std::string kStateDictPrefix = "state_dict.";
+const std::string kCpuRngKey = "rng.cpu";
+
+std::string optimizer_key(size_t i) {
+  return "optimizer." + std::to_string(i);
+}
+
+}  // namespace
+
+Checkpoint CheckpointConnector::dump(const CheckpointParts& parts, bool weights_only,
+                                     const std::string& logger_version) const {
+  Checkpoint ckpt;
+  for (const auto& item : parts.module.named_parameters(/*recurse=*/true)) {
+    ckpt.tensors[kStateDictPrefix + item.key()] = item.value();
+  }
+  for (const auto& item : parts.module.named_buffers(/*recurse=*/true)) {
+    ckpt.tensors[kStateDictPrefix + item.key()] = item.value();
+  }
+  auto& meta = ckpt.meta;
+  meta["format_version"] = kCheckpointFormatVersion;
+  meta["volt_version"] = VOLT_VERSION_STRING;
+  meta["torch_version"] = compat::torch_version();
+  meta["epoch"] = parts.state.current_epoch;
+  meta["global_step"] = parts.state.global_step;
+  meta["weights_only"] = weights_only;
+  meta["hyper_parameters"] = parts.module.hparams();
+  meta["metrics"] = parts.view.callback_metrics();
+  if (!weights_only) {
+    for (size_t i = 0; i < parts.optimizers.size(); ++i) {
+      torch::serialize::OutputArchive archive;
+      parts.optimizers[i]->save(archive);
+      std::ostringstream bytes;
+      archive.save_to(bytes);
+      ckpt.blobs[optimizer_key(i)] = bytes.str();
+    }
+    auto scheds = nlohmann::json::array();
+    for (const auto& cfg : parts.lr_schedulers) {
+      scheds.push_back({{"last_epoch", cfg.scheduler ? cfg.scheduler->last_epoch() : 0}});
+    }
+    meta["lr_schedulers"] = scheds;
+    meta["precision"] = {{"name", strategy_.precision().name()}, {"state", strategy_.precision().state_dict()}};
+    meta["loops"] = {{"epoch", parts.state.current_epoch},
+                     {"global_step", parts.state.global_step},
+                     {"batches_done", parts.state.batches_done},
+                     {"num_training_batches", parts.state.num_training_batches}};
+    auto cb_state = nlohmann::json::object();
+    for (const auto& cb : parts.callbacks) {
+      auto s = cb->state_dict();
+      if (!s.empty()) cb_state[cb->state_key()] = std::move(s);
+    }
+    meta["callbacks"] = cb_state;
+    meta["logger_version"] = logger_version;
+    {
+      auto gen = at::detail::getDefaultCPUGenerator();
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      ckpt.tensors[kCpuRngKey] = gen.get_state();
+    }
+    for (const auto& cb : parts.callbacks) cb->on_save_checkpoint(parts.view, ckpt);
+  }
+  const_cast<Module&>(parts.module).on_save_checkpoint(ckpt);
+  return ckpt;
+}
+
+void CheckpointConnector::save(const CheckpointParts& parts, const std::string& path, bool weights_only,
+                               const std::string& logger_version) const {
+  strategy_.save_checkpoint(dump(parts, weights_only, logger_version), path);
+}
+
+Checkpoint CheckpointConnector::load(const std::string& path) const {
+  Checkpoint ckpt = strategy_.load_checkpoint(path);
+  const int version = ckpt.meta.value("format_version", -1);
+  if (version != kCheckpointFormatVersion) {
+    throw CheckpointError("checkpoint '" + path + "' has format version " + std::to_string(version) +
+                          "; this Volt (" VOLT_VERSION_STRING ") reads version " +
+                          std::to_string(kCheckpointFormatVersion) + ".");
+  }
+  return ckpt;
+}
+
+void CheckpointConnector::restore_module(Module& module, const Checkpoint& checkpoint, const std::string& path) {
+  auto saved = checkpoint.state_dict();
+  std::vector<std::string> missing;
+  std::vector<std::string> mismatched;
+  std::vector<std::pair<at::Tensor, at::Tensor>> copies;
+  auto visit = [&](const std::string& name, at::Tensor& target) {
+    auto it = saved.find(name);
+    if (it == saved.end()) {
+      missing.push_back(name);
+      return;
+    }
+    if (it->second.sizes() != target.sizes()) {
+      std::ostringstream msg;
+      msg << name << " (checkpoint " << it->second.sizes() << ", module " << target.sizes() << ")";
+      mismatched.push_back(msg.str());
+    } else {
+      copies.emplace_back(target, it->second);
+    }
+    saved.erase(it);
+  };
+  for (auto& item : module.named_parameters(true)) visit(item.key(), item.value());
+  for (auto& item : module.named_buffers(true)) visit(item.key(), item.value());
+  if (!missing.empty() || !mismatched.empty() || !saved.empty()) {
+    std::string msg = "checkpoint '" + path + "' does not fit module " + module.name() + ":";
+    auto list = [&](const char* what, const std::vector<std::string>& names) {
+      if (names.empty()) return;
+      msg += std::string(" ") + what + " [";
+      for (size_t i = 0; i < names.size(); ++i) msg += (i ? ", " : "") + names[i];
+      msg += "];";
+    };
+    std::vector<std::string> unexpected;
+    for (const auto& [k, v] : saved) unexpected.push_back(k);
+    list("missing in checkpoint", missing);
+    list("shape differs", mismatched);
+    list("unexpected in checkpoint", unexpected);
+    throw CheckpointError(msg + " Load it into the model class and configuration that wrote it.");
+  }
+  at::NoGradGuard no_grad;
+  for (auto& [target, source] : copies) target.copy_(source);
+}
+
+void CheckpointConnector::restore_training_state(const CheckpointParts& parts, const Checkpoint& checkpoint,
+                                                 const std::string& path) const {
+  const auto& meta = checkpoint.meta;
+  if (meta.value("weights_only", false)) {
+    throw CheckpointError("checkpoint '" + path +
+                          "' holds only weights (save_weights_only); it cannot resume training. Load it with "
+                          "validate/test/predict, or resume from a full checkpoint.");
+  }
+  for (size_t i = 0; i < parts.optimizers.size(); ++i) {
+    auto it = checkpoint.blobs.find(optimizer_key(i));
+    if (it == checkpoint.blobs.end()) {
+      throw CheckpointError("checkpoint '" + path + "' has no state for optimizer " + std::to_string(i) + " of " +
+                            std::to_string(parts.optimizers.size()) +
+                            "; configure_optimizers returns a different set than when it was written.");
+    }
+    torch::serialize::InputArchive archive;
+    std::istringstream bytes(it->second);
+    archive.load_from(bytes);
+    parts.optimizers[i]->load(archive);
+  }
+  const auto scheds = meta.value("lr_schedulers", nlohmann::json::array());
+  for (size_t i = 0; i < parts.lr_schedulers.size() && i < scheds.size(); ++i) {
+    if (parts.lr_schedulers[i].scheduler) {
+      parts.lr_schedulers[i].scheduler->set_last_epoch(scheds[i].value("last_epoch", int64_t{0}));
+    }
+  }
+  if (meta.contains("precision")) strategy_.precision().load_state_dict(meta["precision"].value("state", nlohmann::json::object()));
+  const auto loops = meta.value("loops", nlohmann::json::object());
+  parts.state.current_epoch = loops.value("epoch", int64_t{0});
+  parts.state.global_step = loops.value("global_step", int64_t{0});
+  parts.state.batches_done = loops.value("batches_done", int64_t{0});
+  // A checkpoint taken after an epoch's last batch resumes at the start of the next epoch.
+  if (parts.state.batches_done > 0 &&
+      parts.state.batches_done >= loops.value("num_training_batches", int64_t{-1})) {
+    parts.state.current_epoch += 1;
+    parts.state.batches_done = 0;
+  }
+  const auto cb_state = meta.value("callbacks", nlohmann::json::object());
+  for (const auto& cb : parts.callbacks) {
+    auto it = cb_state.find(cb->state_key());
+    if (it != cb_state.end()) cb->load_state_dict(*it);
+    cb->on_load_checkpoint(parts.view, checkpoint);
+  }
+  auto rng = checkpoint.tensors.find(kCpuRngKey);
+  if (rng != checkpoint.tensors.end()) {
+    auto gen = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_state(rng->second);
+  }
+}
+
+}  // namespace volt::connectors

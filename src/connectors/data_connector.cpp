@@ -1,0 +1,74 @@
+#include "volt/connectors/data_connector.h"
+
+#include "volt/core/error.h"
+
+namespace volt::connectors {
+namespace {
+
+/// A DataModule over fixed loaders.
+class LoadersDataModule : public data::DataModule {
+ public:
+  LoadersDataModule(std::shared_ptr<data::DataLoader> train, std::shared_ptr<data::DataLoader> val,
+                    std::shared_ptr<data::DataLoader> test, std::shared_ptr<data::DataLoader> predict)
+      : train_(std::move(train)), val_(std::move(val)), test_(std::move(test)), predict_(std::move(predict)) {}
+  std::shared_ptr<data::DataLoader> train_dataloader() override { return train_; }
+  std::shared_ptr<data::DataLoader> val_dataloader() override { return val_; }
+  std::shared_ptr<data::DataLoader> test_dataloader() override { return test_; }
+  std::shared_ptr<data::DataLoader> predict_dataloader() override { return predict_; }
+
+ private:
+  std::shared_ptr<data::DataLoader> train_, val_, test_, predict_;
+};
+
+}  // namespace
+
+DataConnector::DataConnector(std::shared_ptr<data::DataLoader> train, std::shared_ptr<data::DataLoader> val,
+                             std::shared_ptr<data::DataLoader> test, std::shared_ptr<data::DataLoader> predict)
+    : owned_(std::make_unique<LoadersDataModule>(std::move(train), std::move(val), std::move(test),
+                                                 std::move(predict))),
+      datamodule_(owned_.get()) {}
+
+void DataConnector::prepare(Stage stage, bool is_local_zero) {
+  if (is_local_zero) datamodule_->prepare_data();
+  datamodule_->setup(stage);
+  switch (stage) {
+    case Stage::kFit:
+      train_ = datamodule_->train_dataloader();
+      val_ = datamodule_->val_dataloader();
+      if (!train_) {
+        throw ConfigError("fit needs training data, but no train loader was given and the DataModule's "
+                          "train_dataloader() returned nullptr. Pass a loader to fit() or implement "
+                          "train_dataloader().");
+      }
+      break;
+    case Stage::kValidate:
+      val_ = datamodule_->val_dataloader();
+      if (!val_) {
+        throw ConfigError("validate needs data, but val_dataloader() returned nullptr and no loader was given.");
+      }
+      break;
+    case Stage::kTest:
+      test_ = datamodule_->test_dataloader();
+      if (!test_) {
+        throw ConfigError("test needs data, but test_dataloader() returned nullptr and no loader was given.");
+      }
+      break;
+    case Stage::kPredict:
+      predict_ = datamodule_->predict_dataloader();
+      if (!predict_) {
+        throw ConfigError("predict needs data, but predict_dataloader() returned nullptr and no loader was given.");
+      }
+      break;
+  }
+}
+
+void DataConnector::teardown(Stage stage) {
+  datamodule_->teardown(stage);
+}
+
+int64_t DataConnector::num_batches(const std::shared_ptr<data::DataLoader>& loader, const BatchLimit& limit) {
+  if (!loader) return 0;
+  return limit.apply(loader->num_batches());
+}
+
+}  // namespace volt::connectors

@@ -1,0 +1,78 @@
+#include "volt/loops/fit_loop.h"
+
+#include <iostream>
+
+#include "volt/core/error.h"
+#include "volt/loops/evaluation_loop.h"
+
+namespace volt::loops {
+
+int64_t FitLoop::max_epochs() const {
+  const auto& o = ctx_.options;
+  if (o.max_epochs >= 0) return o.max_epochs;
+  return o.max_steps < 0 ? 1000 : -1;  // Lightning: 1000 epochs unless max_steps bounds the run
+}
+
+bool FitLoop::min_reached() const {
+  return ctx_.state.current_epoch >= ctx_.options.min_epochs && ctx_.state.global_step >= ctx_.options.min_steps;
+}
+
+bool FitLoop::done() const {
+  const auto& o = ctx_.options;
+  const auto& state = ctx_.state;
+  if (o.max_steps >= 0 && state.global_step >= o.max_steps) return true;
+  const int64_t epochs = max_epochs();
+  if (epochs >= 0 && state.current_epoch >= epochs) return true;
+  return state.should_stop && min_reached();
+}
+
+void FitLoop::run_sanity_check() {
+  auto val = ctx_.data.val_loader();
+  const int64_t steps = ctx_.options.num_sanity_val_steps;
+  if (!val || steps == 0 || ctx_.state.num_val_batches == 0) return;
+  const int64_t n = steps < 0 ? ctx_.state.num_val_batches : std::min(steps, ctx_.state.num_val_batches);
+  using CB = callbacks::Callback;
+  ctx_.callbacks.call([&](CB& cb) { cb.on_sanity_check_start(ctx_.view); });
+  EvaluationLoop eval(ctx_, RunningStage::kSanityChecking);
+  eval.run(*val, n);
+  ctx_.callbacks.call([&](CB& cb) { cb.on_sanity_check_end(ctx_.view); });
+  // Sanity metrics come from an untrained model on a few batches: nobody should act on them.
+  ctx_.logger.reset_metrics();
+}
+
+void FitLoop::run() {
+  auto& state = ctx_.state;
+  auto& view = ctx_.view;
+  using CB = callbacks::Callback;
+  state.max_epochs = max_epochs();
+  state.max_steps = ctx_.options.max_steps;
+  state.should_stop = false;
+
+  // A restored or continued run may already be complete.
+  if (done()) return;
+  run_sanity_check();
+
+  ctx_.callbacks.call([&](CB& cb) { cb.on_train_start(view); });
+  ctx_.module.on_train_start();
+  bool announced = false;
+  while (!done()) {
+    epoch_loop_.run();
+    // An epoch that ran to its end (or was cut short by a stop) is complete.
+    state.current_epoch += 1;
+    state.batches_done = 0;
+    if (state.should_stop && !min_reached()) {
+      state.should_stop = false;  // asked again later, once the minimum is met
+      if (state.is_global_zero && !announced) {
+        std::cout << "volt: a stop was requested at epoch " << state.current_epoch << ", step " << state.global_step
+                  << ", but min_epochs=" << ctx_.options.min_epochs << " and min_steps=" << ctx_.options.min_steps
+                  << " are not reached yet; training goes on until they are." << std::endl;
+      }
+      announced = true;
+    }
+  }
+  state.stage = RunningStage::kNone;
+  ctx_.callbacks.call([&](CB& cb) { cb.on_train_end(view); });
+  ctx_.module.on_train_end();
+}
+
+}  // namespace volt::loops

@@ -1,0 +1,117 @@
+#include "volt/loops/training_epoch_loop.h"
+
+#include "loops/detail/loop_step_context.h"
+#include "volt/core/error.h"
+
+namespace volt::loops {
+
+bool TrainingEpochLoop::is_validation_epoch() const {
+  const auto& o = ctx_.options;
+  if (!ctx_.data.val_loader() || ctx_.state.num_val_batches == 0) return false;
+  if (!o.check_val_every_n_epoch) return true;  // only val_check_interval decides
+  return (ctx_.state.current_epoch + 1) % *o.check_val_every_n_epoch == 0;
+}
+
+bool TrainingEpochLoop::should_validate_after(int64_t batch_idx, int64_t num_batches, bool last) const {
+  const auto& o = ctx_.options;
+  if (!is_validation_epoch()) return false;
+  if (o.val_check_interval.is_fraction) {
+    if (last) return true;
+    const int64_t every = std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(num_batches) *
+                                                                    o.val_check_interval.value));
+    return (batch_idx + 1) % every == 0;
+  }
+  // A count of batches: within the epoch, or across epochs when check_val_every_n_epoch is
+  // unset (Lightning's semantics for iterable-style schedules).
+  const auto every = static_cast<int64_t>(o.val_check_interval.value);
+  if (!o.check_val_every_n_epoch) return batches_seen_ % every == 0;
+  return (batch_idx + 1) % every == 0;
+}
+
+bool TrainingEpochLoop::reached_max_steps() const {
+  return ctx_.options.max_steps >= 0 && ctx_.state.global_step >= ctx_.options.max_steps;
+}
+
+void TrainingEpochLoop::run_validation() {
+  auto& loader = *ctx_.data.val_loader();
+  EvaluationLoop eval(ctx_, RunningStage::kValidating);
+  eval.run(loader, ctx_.state.num_val_batches);
+  ctx_.state.stage = RunningStage::kTraining;
+}
+
+void TrainingEpochLoop::step_schedulers(Interval interval) {
+  for (auto& cfg : ctx_.lr_schedulers) {
+    if (!cfg.scheduler || cfg.interval != interval) continue;
+    const int64_t count = interval == Interval::kStep ? ctx_.state.global_step : ctx_.state.current_epoch + 1;
+    if (count % cfg.frequency == 0) cfg.scheduler->step();
+  }
+}
+
+void TrainingEpochLoop::run() {
+  auto& state = ctx_.state;
+  auto& module = ctx_.module;
+  auto& view = ctx_.view;
+  auto& strategy = ctx_.strategy;
+  const auto& o = ctx_.options;
+  using CB = callbacks::Callback;
+
+  auto& loader = *ctx_.data.train_loader();
+  const int64_t num_batches = state.num_training_batches;
+  const bool automatic = module.automatic_optimization();
+  const int64_t accumulate = o.accumulate_grad_batches;
+
+  state.stage = RunningStage::kTraining;
+  detail::LoopStepContext step_ctx(ctx_, RunningStage::kTraining);
+  detail::ScopedLogContext attach(step_ctx);
+  module.train();
+
+  ctx_.logger.begin_epoch(RunningStage::kTraining);
+  ctx_.callbacks.call([&](CB& cb) { cb.on_train_epoch_start(view); });
+  module.on_train_epoch_start();
+
+  loader.set_epoch(state.current_epoch);
+  auto stream = loader.stream(state.batches_done);
+  for (int64_t batch_idx = state.batches_done; batch_idx < num_batches; ++batch_idx) {
+    auto next = stream->next();
+    if (!next) break;
+    Batch& batch = *next;
+    strategy.batch_to_device(batch);
+    state.batch_idx = batch_idx;
+    step_ctx.set_batch(batch_idx, detail::batch_size_of(batch));
+
+    ctx_.callbacks.call([&](CB& cb) { cb.on_train_batch_start(view, batch, batch_idx); });
+    if (!module.on_train_batch_start(batch, batch_idx)) break;
+
+    at::Tensor loss = strategy.training_step(module, batch, step_ctx);
+    if (automatic && loss.defined()) {
+      // The last batches of an epoch step even when fewer than `accumulate` remain.
+      const bool step_now = (batch_idx + 1) % accumulate == 0 || batch_idx + 1 == num_batches;
+      detail::run_backward(ctx_, accumulate > 1 ? loss / static_cast<double>(accumulate) : loss);
+      if (step_now) {
+        detail::run_optimizer_step(ctx_, 0);
+        step_schedulers(Interval::kStep);
+      }
+    }
+    ++batches_seen_;
+    state.batches_done = batch_idx + 1;
+    const bool last = batch_idx + 1 == num_batches;
+    ctx_.logger.end_train_batch(batches_seen_, state.global_step, state.current_epoch);
+    module.on_train_batch_end(loss, batch, batch_idx);
+    ctx_.callbacks.call([&](CB& cb) { cb.on_train_batch_end(view, loss, batch, batch_idx); });
+
+    const bool may_stop = state.current_epoch >= o.min_epochs && state.global_step >= o.min_steps;
+    const bool stop = (state.should_stop && may_stop) || reached_max_steps();
+    if (last && automatic) step_schedulers(Interval::kEpoch);
+    if (should_validate_after(batch_idx, num_batches, last || stop)) run_validation();
+    if (stop) break;
+  }
+  stream.reset();
+
+  // Epoch aggregates of training metrics, then the epoch-end hooks (callbacks first, as
+  // Lightning does), so that EarlyStopping/ModelCheckpoint at train epoch end see them.
+  ctx_.logger.end_epoch(RunningStage::kTraining, state.global_step, state.current_epoch);
+  ctx_.callbacks.call([&](CB& cb) { cb.on_train_epoch_end(view); });
+  module.on_train_epoch_end();
+}
+
+}  // namespace volt::loops

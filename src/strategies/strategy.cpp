@@ -1,0 +1,106 @@
+#include "volt/strategies/strategy.h"
+
+#include <torch/optim/optimizer.h>
+
+#include "volt/core/error.h"
+
+namespace volt::strategies {
+
+Strategy::Strategy(std::shared_ptr<accelerators::Accelerator> accelerator,
+                   std::shared_ptr<precision::Precision> precision,
+                   std::shared_ptr<environments::ClusterEnvironment> environment,
+                   std::shared_ptr<checkpoint_io::CheckpointIO> checkpoint_io)
+    : accelerator_(std::move(accelerator)),
+      precision_(std::move(precision)),
+      environment_(std::move(environment)),
+      checkpoint_io_(std::move(checkpoint_io)) {
+  if (!accelerator_ || !precision_ || !environment_ || !checkpoint_io_) {
+    throw ConfigError("a strategy needs an accelerator, a precision plug-in, a cluster environment and a "
+                      "checkpoint IO; one of them was null.");
+  }
+}
+
+void Strategy::setup_environment() {
+  accelerator_->setup_device(root_device());
+}
+
+void Strategy::setup(Module& module) {
+  module.configure_model();
+  precision_->convert_module(module);
+  const c10::Device device = root_device();
+  // Avoid a walk over every parameter when the module is already where it belongs.
+  bool on_device = true;
+  for (const auto& p : module.parameters()) {
+    if (p.device() != device) {
+      on_device = false;
+      break;
+    }
+  }
+  if (!on_device) module.to(device);
+}
+
+void Strategy::batch_to_device(Batch& batch) const {
+  const c10::Device device = root_device();
+  for (auto& t : batch) {
+    if (t.defined() && t.device() != device) t = t.to(device, /*non_blocking=*/true);
+  }
+  precision_->convert_input(batch);
+}
+
+at::Tensor Strategy::training_step(Module& module, Batch& batch, StepContext& ctx) {
+  auto scope = precision_->forward_context();
+  return module.training_step(batch, ctx);
+}
+
+void Strategy::validation_step(Module& module, Batch& batch, StepContext& ctx) {
+  auto scope = precision_->forward_context();
+  module.validation_step(batch, ctx);
+}
+
+void Strategy::test_step(Module& module, Batch& batch, StepContext& ctx) {
+  auto scope = precision_->forward_context();
+  module.test_step(batch, ctx);
+}
+
+at::Tensor Strategy::predict_step(Module& module, Batch& batch, StepContext& ctx) {
+  auto scope = precision_->forward_context();
+  return module.predict_step(batch, ctx);
+}
+
+void Strategy::backward(const at::Tensor& loss) {
+  const at::Tensor scaled = precision_->pre_backward(loss);
+  precision_->backward(scaled);
+  precision_->post_backward(scaled);
+}
+
+void Strategy::unscale_gradients(torch::optim::Optimizer& optimizer) {
+  precision_->unscale_gradients(optimizer);
+}
+
+void Strategy::clip_gradients(torch::optim::Optimizer& optimizer, double value, precision::ClipAlgorithm algorithm) {
+  precision_->clip_gradients(optimizer, value, algorithm);
+}
+
+bool Strategy::optimizer_step(torch::optim::Optimizer& optimizer) {
+  return precision_->optimizer_step(optimizer);
+}
+
+void Strategy::save_checkpoint(const Checkpoint& checkpoint, const std::string& path) {
+  if (is_global_zero()) checkpoint_io_->save_checkpoint(checkpoint, path);
+}
+
+Checkpoint Strategy::load_checkpoint(const std::string& path) {
+  return checkpoint_io_->load_checkpoint(path);
+}
+
+void Strategy::remove_checkpoint(const std::string& path) {
+  if (is_global_zero()) checkpoint_io_->remove_checkpoint(path);
+}
+
+void Strategy::teardown() {
+  checkpoint_io_->teardown();
+  precision_->teardown();
+  accelerator_->teardown();
+}
+
+}  // namespace volt::strategies

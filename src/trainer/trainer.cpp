@@ -1,0 +1,400 @@
+#include "volt/trainer/trainer.h"
+
+#include <ATen/Context.h>
+#include <torch/optim/optimizer.h>
+
+#include <iostream>
+
+#include "volt/callbacks/model_checkpoint.h"
+#include "volt/connectors/callback_connector.h"
+#include "volt/connectors/checkpoint_connector.h"
+#include "volt/connectors/data_connector.h"
+#include "volt/connectors/logger_connector.h"
+#include "volt/core/error.h"
+#include "volt/core/seed.h"
+#include "volt/loggers/csv_logger.h"
+#include "volt/loops/evaluation_loop.h"
+#include "volt/loops/fit_loop.h"
+#include "volt/loops/prediction_loop.h"
+
+namespace volt {
+
+class Trainer::Impl : public TrainerView {
+ public:
+  Impl(Trainer& owner, std::vector<std::shared_ptr<callbacks::Callback>> user_callbacks,
+       std::vector<std::shared_ptr<loggers::Logger>> user_loggers)
+      : owner_(owner),
+        accelerator_connector_(owner.options_),
+        strategy_(accelerator_connector_.create_strategy()),
+        callback_connector_(std::move(user_callbacks), owner.options_),
+        logger_connector_(make_loggers(owner.options_, std::move(user_loggers)), owner.options_.log_every_n_steps,
+                          *strategy_),
+        checkpoint_connector_(*strategy_) {}
+
+  static std::vector<std::shared_ptr<loggers::Logger>> make_loggers(const TrainerOptions& o,
+                                                                    std::vector<std::shared_ptr<loggers::Logger>> given) {
+    if (o.fast_dev_run > 0) return {};  // a debugging run leaves no logs behind
+    if (!given.empty()) {
+      if (!o.logger) {
+        throw ConfigError("loggers were passed to the Trainer but logger=false. Remove the loggers or set logger=true.");
+      }
+      for (auto& l : given) {
+        if (!l) throw ConfigError("loggers contains a null pointer; pass constructed loggers only.");
+      }
+      return given;
+    }
+    if (!o.logger) return {};
+    return {std::make_shared<loggers::CSVLogger>(o.default_root_dir)};
+  }
+
+  // --- TrainerView ---
+  const TrainerState& state() const override { return owner_.state_; }
+  const MetricMap& callback_metrics() const override { return logger_connector_.callback_metrics(); }
+  const MetricMap& progress_bar_metrics() const override { return logger_connector_.progress_bar_metrics(); }
+  const Module& module() const override {
+    if (module_ == nullptr) throw Error("no module is attached to the Trainer yet; run fit/validate/test first.");
+    return *module_;
+  }
+  const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers() const override { return optimizers_; }
+  const std::vector<LRSchedulerConfig>& lr_schedulers() const override { return lr_schedulers_; }
+  std::string log_dir() const override {
+    return const_cast<connectors::LoggerConnector&>(logger_connector_).log_dir(owner_.options_.default_root_dir);
+  }
+  bool has_loggers() const override { return logger_connector_.has_loggers(); }
+  void save_checkpoint(const std::string& path, bool weights_only) override {
+    if (owner_.options_.fast_dev_run > 0) return;  // Lightning: fast_dev_run writes no checkpoints
+    if (module_ == nullptr) throw Error("save_checkpoint('" + path + "') before any stage ran: nothing to save.");
+    checkpoint_connector_.save(parts(), path, weights_only, logger_connector_.version());
+  }
+  void remove_checkpoint(const std::string& path) override { strategy_->remove_checkpoint(path); }
+  void request_stop(const std::string& reason) override {
+    auto& state = owner_.state_;
+    if (!state.should_stop && state.is_global_zero && !reason.empty()) std::cout << "\nvolt: " << reason << std::endl;
+    state.should_stop = true;
+    state.stop_reason = reason;
+  }
+  void log_metrics(const MetricMap& metrics, int64_t step) override { logger_connector_.log_metrics(metrics, step); }
+  bool reduce_boolean_decision(bool decision, bool all) override {
+    return strategy_->reduce_boolean_decision(decision, all);
+  }
+
+  connectors::CheckpointParts parts() {
+    return connectors::CheckpointParts{*module_, optimizers_, lr_schedulers_, owner_.state_,
+                                       callback_connector_.callbacks(), *this};
+  }
+
+  /// "last"/"best" through the first ModelCheckpoint; anything else is a path.
+  std::string resolve_ckpt_path(const std::string& ckpt_path) const {
+    if (ckpt_path != "last" && ckpt_path != "best") return ckpt_path;
+    const auto cbs = callback_connector_.checkpoint_callbacks();
+    if (cbs.empty()) {
+      throw ConfigError("ckpt_path=\"" + ckpt_path + "\" needs a ModelCheckpoint callback, and this Trainer has none "
+                        "(enable_checkpointing=false?). Pass a file path instead.");
+    }
+    const std::string path = ckpt_path == "last" ? cbs.front()->last_model_path() : cbs.front()->best_model_path();
+    if (path.empty()) {
+      throw ConfigError("ckpt_path=\"" + ckpt_path + "\" but the ModelCheckpoint callback has no " + ckpt_path +
+                        " checkpoint yet" + (ckpt_path == "last" ? " (is save_last on?)" : "") +
+                        ". Run fit first or pass a file path.");
+    }
+    return path;
+  }
+
+  loops::LoopContext loop_context(Module& module, connectors::DataConnector& data) {
+    return loops::LoopContext{owner_.options_, owner_.state_, module, *strategy_, callback_connector_,
+                              logger_connector_, data, *this, optimizers_, lr_schedulers_};
+  }
+
+  Trainer& owner_;
+  connectors::AcceleratorConnector accelerator_connector_;
+  std::shared_ptr<strategies::Strategy> strategy_;
+  connectors::CallbackConnector callback_connector_;
+  connectors::LoggerConnector logger_connector_;
+  connectors::CheckpointConnector checkpoint_connector_;
+  Module* module_ = nullptr;
+  std::vector<std::shared_ptr<torch::optim::Optimizer>> optimizers_;
+  std::vector<LRSchedulerConfig> lr_schedulers_;
+  bool optimizers_configured_for_ = false;
+  const Module* configured_module_ = nullptr;
+};
+
+namespace {
+
+TrainerOptions apply_fast_dev_run(TrainerOptions o) {
+  if (o.fast_dev_run <= 0) return o;
+  const auto n = BatchLimit::count(o.fast_dev_run);
+  o.limit_train_batches = o.limit_val_batches = o.limit_test_batches = o.limit_predict_batches = n;
+  o.max_steps = o.fast_dev_run;
+  o.max_epochs = 1;
+  o.num_sanity_val_steps = 0;
+  o.val_check_interval = BatchLimit::fraction(1.0);
+  o.check_val_every_n_epoch = 1;
+  o.log_every_n_steps = 1;
+  return o;
+}
+
+}  // namespace
+
+Trainer::Trainer(TrainerOptions options, std::vector<std::shared_ptr<callbacks::Callback>> callbacks,
+                 std::vector<std::shared_ptr<loggers::Logger>> loggers) {
+  validate_trainer_options(options);
+  options_ = apply_fast_dev_run(std::move(options));
+  state_.default_root_dir = options_.default_root_dir;
+  impl_ = std::make_unique<Impl>(*this, std::move(callbacks), std::move(loggers));
+  state_.is_global_zero = impl_->strategy_->is_global_zero();
+  state_.world_size = impl_->strategy_->world_size();
+  if (options_.seed) seed_everything(*options_.seed);
+  if (options_.deterministic) at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
+}
+
+Trainer::~Trainer() = default;
+
+const connectors::Plan& Trainer::plan() const {
+  return impl_->accelerator_connector_.plan();
+}
+const MetricMap& Trainer::callback_metrics() const {
+  return impl_->logger_connector_.callback_metrics();
+}
+const MetricMap& Trainer::logged_metrics() const {
+  return impl_->logger_connector_.logged_metrics();
+}
+const MetricMap& Trainer::progress_bar_metrics() const {
+  return impl_->logger_connector_.progress_bar_metrics();
+}
+const std::vector<std::shared_ptr<callbacks::Callback>>& Trainer::callbacks() const {
+  return impl_->callback_connector_.callbacks();
+}
+const std::vector<std::shared_ptr<loggers::Logger>>& Trainer::loggers() const {
+  return impl_->logger_connector_.loggers();
+}
+std::string Trainer::log_dir() const {
+  return impl_->log_dir();
+}
+std::string Trainer::best_model_path() const {
+  const auto cbs = impl_->callback_connector_.checkpoint_callbacks();
+  return cbs.empty() ? std::string() : cbs.front()->best_model_path();
+}
+strategies::Strategy& Trainer::strategy() const {
+  return *impl_->strategy_;
+}
+
+void Trainer::save_checkpoint(const std::string& path, bool weights_only) {
+  impl_->save_checkpoint(path, weights_only);
+}
+
+namespace {
+
+/// Runs `body` as one stage: set-up and teardown around it, and on failure the
+/// callbacks' on_exception, the loggers closed as "failed", then the error re-thrown.
+template <typename Body>
+auto run_stage(Trainer::Impl& impl, TrainerState& state, Module& module, connectors::DataConnector& data, Stage stage,
+               Body&& body) -> decltype(body()) {
+  auto& strategy = *impl.strategy_;
+  impl.module_ = &module;
+  using CB = callbacks::Callback;
+  try {
+    strategy.setup_environment();
+    data.prepare(stage, strategy.local_rank() == 0);
+    module.setup(stage);
+    impl.callback_connector_.call([&](CB& cb) { cb.setup(impl, stage); });
+    strategy.setup(module);
+    auto result = body();
+    impl.callback_connector_.call([&](CB& cb) { cb.teardown(impl, stage); });
+    module.teardown(stage);
+    data.teardown(stage);
+    impl.logger_connector_.finalize("success");
+    strategy.teardown();
+    state.fn = TrainerFn::kNone;
+    state.stage = RunningStage::kNone;
+    return result;
+  } catch (const std::exception& e) {
+    impl.callback_connector_.call([&](CB& cb) {
+      try {
+        cb.on_exception(impl, e);
+      } catch (...) {
+        // The original error is the one to report.
+      }
+    });
+    try {
+      impl.logger_connector_.finalize("failed");
+      strategy.teardown();
+    } catch (...) {
+    }
+    state.fn = TrainerFn::kNone;
+    state.stage = RunningStage::kNone;
+    throw;
+  }
+}
+
+}  // namespace
+
+void Trainer::fit(Module& module, data::DataModule& datamodule, const std::string& ckpt_path) {
+  connectors::DataConnector data(datamodule);
+  run_fit(module, data, ckpt_path);
+}
+
+void Trainer::fit(Module& module, std::shared_ptr<data::DataLoader> train, std::shared_ptr<data::DataLoader> val,
+                  const std::string& ckpt_path) {
+  if (!train) throw ConfigError("fit was given a null train loader.");
+  connectors::DataConnector data(std::move(train), std::move(val), nullptr, nullptr);
+  run_fit(module, data, ckpt_path);
+}
+
+void Trainer::run_fit(Module& module, connectors::DataConnector& data, const std::string& ckpt_path) {
+  auto& impl = *impl_;
+  state_.fn = TrainerFn::kFitting;
+  run_stage(impl, state_, module, data, Stage::kFit, [&] {
+    const auto& o = options_;
+    state_.num_training_batches = connectors::DataConnector::num_batches(data.train_loader(), o.limit_train_batches);
+    state_.num_val_batches = connectors::DataConnector::num_batches(data.val_loader(), o.limit_val_batches);
+    if (state_.num_training_batches == 0) {
+      throw ConfigError("fit has no training batch to run: the train loader has " +
+                        std::to_string(data.train_loader()->num_batches()) +
+                        " batches and limit_train_batches=" + o.limit_train_batches.to_string() +
+                        ". Give more data or raise limit_train_batches.");
+    }
+    if (!o.val_check_interval.is_fraction && o.check_val_every_n_epoch && data.val_loader() &&
+        o.val_check_interval.value > static_cast<double>(state_.num_training_batches)) {
+      throw ConfigError("val_check_interval=" + o.val_check_interval.to_string() +
+                        " is more than the " + std::to_string(state_.num_training_batches) +
+                        " training batches of an epoch. Use a value up to " +
+                        std::to_string(state_.num_training_batches) +
+                        ", a fraction such as 0.5, or check_val_every_n_epoch=null to count batches across epochs.");
+    }
+
+    // Optimizers are built once per module: a second fit() continues with their state.
+    if (impl.configured_module_ != &module) {
+      OptimizerConfig config = module.configure_optimizers();
+      if (config.optimizers.empty()) {
+        throw ConfigError("configure_optimizers of " + module.name() +
+                          " returned no optimizer. Return at least one, e.g. "
+                          "std::make_shared<torch::optim::Adam>(parameters(), 1e-3).");
+      }
+      for (const auto& opt : config.optimizers) {
+        if (!opt) throw ConfigError("configure_optimizers of " + module.name() + " returned a null optimizer.");
+      }
+      if (module.automatic_optimization() && config.optimizers.size() > 1) {
+        throw ConfigError("configure_optimizers returned " + std::to_string(config.optimizers.size()) +
+                          " optimizers with automatic optimization on. Call set_automatic_optimization(false) and "
+                          "step them yourself in training_step (ctx.manual_backward, ctx.optimizer_step).");
+      }
+      for (const auto& s : config.lr_schedulers) {
+        if (!s.scheduler) throw ConfigError("configure_optimizers returned an LR scheduler config without a scheduler.");
+        if (s.frequency < 1) {
+          throw ConfigError("an LR scheduler has frequency=" + std::to_string(s.frequency) + "; use 1 or more.");
+        }
+      }
+      impl.optimizers_ = std::move(config.optimizers);
+      impl.lr_schedulers_ = std::move(config.lr_schedulers);
+      impl.configured_module_ = &module;
+      state_.current_epoch = 0;
+      state_.global_step = 0;
+      state_.batches_done = 0;
+    }
+    if (!ckpt_path.empty()) {
+      const std::string path = impl.resolve_ckpt_path(ckpt_path);
+      const Checkpoint ckpt = impl.checkpoint_connector_.load(path);
+      module.on_load_checkpoint(ckpt);
+      connectors::CheckpointConnector::restore_module(module, ckpt, path);
+      impl.checkpoint_connector_.restore_training_state(impl.parts(), ckpt, path);
+    }
+    impl.logger_connector_.log_hyperparams(module.hparams());
+
+    using CB = callbacks::Callback;
+    auto ctx = impl.loop_context(module, data);
+    impl.callback_connector_.call([&](CB& cb) { cb.on_fit_start(impl); });
+    module.on_fit_start();
+    loops::FitLoop fit_loop(ctx);
+    fit_loop.run();
+    impl.callback_connector_.call([&](CB& cb) { cb.on_fit_end(impl); });
+    module.on_fit_end();
+    return 0;
+  });
+}
+
+MetricMap Trainer::validate(Module& module, data::DataModule& datamodule, const std::string& ckpt_path) {
+  connectors::DataConnector data(datamodule);
+  return run_evaluation(module, data, ckpt_path, /*testing=*/false);
+}
+
+MetricMap Trainer::validate(Module& module, std::shared_ptr<data::DataLoader> loader, const std::string& ckpt_path) {
+  if (!loader) throw ConfigError("validate was given a null loader.");
+  connectors::DataConnector data(nullptr, std::move(loader), nullptr, nullptr);
+  return run_evaluation(module, data, ckpt_path, /*testing=*/false);
+}
+
+MetricMap Trainer::test(Module& module, data::DataModule& datamodule, const std::string& ckpt_path) {
+  connectors::DataConnector data(datamodule);
+  return run_evaluation(module, data, ckpt_path, /*testing=*/true);
+}
+
+MetricMap Trainer::test(Module& module, std::shared_ptr<data::DataLoader> loader, const std::string& ckpt_path) {
+  if (!loader) throw ConfigError("test was given a null loader.");
+  connectors::DataConnector data(nullptr, nullptr, std::move(loader), nullptr);
+  return run_evaluation(module, data, ckpt_path, /*testing=*/true);
+}
+
+std::vector<at::Tensor> Trainer::predict(Module& module, data::DataModule& datamodule, const std::string& ckpt_path) {
+  connectors::DataConnector data(datamodule);
+  return run_predict(module, data, ckpt_path);
+}
+
+std::vector<at::Tensor> Trainer::predict(Module& module, std::shared_ptr<data::DataLoader> loader,
+                                         const std::string& ckpt_path) {
+  if (!loader) throw ConfigError("predict was given a null loader.");
+  connectors::DataConnector data(nullptr, nullptr, nullptr, std::move(loader));
+  return run_predict(module, data, ckpt_path);
+}
+
+void Trainer::load_weights(Module& module, const std::string& ckpt_path) {
+  if (ckpt_path.empty()) return;
+  const std::string path = impl_->resolve_ckpt_path(ckpt_path);
+  const Checkpoint ckpt = impl_->checkpoint_connector_.load(path);
+  module.on_load_checkpoint(ckpt);
+  connectors::CheckpointConnector::restore_module(module, ckpt, path);
+}
+
+MetricMap Trainer::run_evaluation(Module& module, connectors::DataConnector& data, const std::string& ckpt_path,
+                                  bool testing) {
+  auto& impl = *impl_;
+  state_.fn = testing ? TrainerFn::kTesting : TrainerFn::kValidating;
+  return run_stage(impl, state_, module, data, testing ? Stage::kTest : Stage::kValidate, [&] {
+    load_weights(module, ckpt_path);
+    auto loader = testing ? data.test_loader() : data.val_loader();
+    const int64_t n = connectors::DataConnector::num_batches(
+        loader, testing ? options_.limit_test_batches : options_.limit_val_batches);
+    state_.num_val_batches = n;
+    auto ctx = impl.loop_context(module, data);
+    loops::EvaluationLoop loop(ctx, testing ? RunningStage::kTesting : RunningStage::kValidating);
+    MetricMap metrics = loop.run(*loader, n);
+    if (state_.is_global_zero && options_.enable_progress_bar) print_metrics(testing ? "test" : "validate", metrics);
+    return metrics;
+  });
+}
+
+std::vector<at::Tensor> Trainer::run_predict(Module& module, connectors::DataConnector& data,
+                                             const std::string& ckpt_path) {
+  auto& impl = *impl_;
+  state_.fn = TrainerFn::kPredicting;
+  return run_stage(impl, state_, module, data, Stage::kPredict, [&] {
+    load_weights(module, ckpt_path);
+    auto loader = data.predict_loader();
+    const int64_t n = connectors::DataConnector::num_batches(loader, options_.limit_predict_batches);
+    auto ctx = impl.loop_context(module, data);
+    loops::PredictionLoop loop(ctx);
+    return loop.run(*loader, n);
+  });
+}
+
+void Trainer::print_metrics(const std::string& stage, const MetricMap& metrics) {
+  if (metrics.empty()) return;
+  size_t width = 6;
+  for (const auto& [k, v] : metrics) width = std::max(width, k.size());
+  std::cout << "\n" << stage << " metrics:\n";
+  for (const auto& [k, v] : metrics) {
+    std::cout << "  " << k << std::string(width - k.size() + 2, ' ') << v << "\n";
+  }
+  std::cout << std::flush;
+}
+
+}  // namespace volt

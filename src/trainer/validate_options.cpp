@@ -1,0 +1,73 @@
+#include <string>
+
+#include "volt/core/error.h"
+#include "volt/trainer/trainer.h"
+
+namespace volt {
+namespace {
+
+void check(bool ok, const std::string& message) {
+  if (!ok) throw ConfigError(message);
+}
+
+void check_limit(const BatchLimit& limit, const std::string& flag) {
+  if (limit.is_fraction) {
+    check(limit.value >= 0.0 && limit.value <= 1.0,
+          flag + "=" + limit.to_string() + " is a fraction outside [0, 1]. Use a fraction such as 0.25 (a quarter of "
+                 "the batches), 1.0 (all), 0 (none), or an integer count of batches.");
+  } else {
+    check(limit.value >= 0, flag + "=" + limit.to_string() +
+                                " is a negative count. Use 0 (none), a positive count, or a fraction such as 0.5.");
+  }
+}
+
+}  // namespace
+
+void validate_trainer_options(const TrainerOptions& o) {
+  const auto n = [](int64_t v) { return std::to_string(v); };
+  check(o.max_epochs >= -1, "max_epochs=" + n(o.max_epochs) +
+                                " is not valid. Use a positive number of epochs, or -1 for the default (1000, or "
+                                "unlimited when max_steps is set).");
+  check(o.min_epochs >= 0, "min_epochs=" + n(o.min_epochs) + " is negative. Use 0 or more.");
+  check(o.max_epochs < 0 || o.min_epochs <= o.max_epochs,
+        "min_epochs=" + n(o.min_epochs) + " is larger than max_epochs=" + n(o.max_epochs) + ". Lower min_epochs or raise max_epochs.");
+  check(o.max_steps >= -1, "max_steps=" + n(o.max_steps) + " is not valid. Use a positive count, or -1 for no limit.");
+  check(o.min_steps >= 0, "min_steps=" + n(o.min_steps) + " is negative. Use 0 or more.");
+  check(o.max_steps < 0 || o.min_steps <= o.max_steps,
+        "min_steps=" + n(o.min_steps) + " is larger than max_steps=" + n(o.max_steps) + ". Lower min_steps or raise max_steps.");
+  check_limit(o.limit_train_batches, "limit_train_batches");
+  check_limit(o.limit_val_batches, "limit_val_batches");
+  check_limit(o.limit_test_batches, "limit_test_batches");
+  check_limit(o.limit_predict_batches, "limit_predict_batches");
+  if (o.val_check_interval.is_fraction) {
+    check(o.val_check_interval.value > 0.0 && o.val_check_interval.value <= 1.0,
+          "val_check_interval=" + o.val_check_interval.to_string() +
+              " is a fraction outside (0, 1]. Use e.g. 0.25 to validate four times an epoch, 1.0 for once, or an "
+              "integer count of training batches.");
+    check(o.check_val_every_n_epoch.has_value(),
+          "check_val_every_n_epoch=null needs an integer val_check_interval (a count of training batches); got "
+          "val_check_interval=" + o.val_check_interval.to_string() + ".");
+  } else {
+    check(o.val_check_interval.value >= 1, "val_check_interval=" + o.val_check_interval.to_string() +
+                                               " is not a positive count of training batches. Use 1 or more, or a "
+                                               "fraction such as 0.5.");
+  }
+  check(!o.check_val_every_n_epoch || *o.check_val_every_n_epoch >= 1,
+        "check_val_every_n_epoch=" + (o.check_val_every_n_epoch ? n(*o.check_val_every_n_epoch) : "") +
+            " is not valid. Use 1 or more, or null to validate only by val_check_interval.");
+  check(o.num_sanity_val_steps >= -1, "num_sanity_val_steps=" + n(o.num_sanity_val_steps) +
+                                          " is not valid. Use 0 (off), a count, or -1 (every validation batch).");
+  check(o.accumulate_grad_batches >= 1, "accumulate_grad_batches=" + n(o.accumulate_grad_batches) +
+                                            " is not valid. Use 1 (no accumulation) or more.");
+  check(o.gradient_clip_val >= 0.0, "gradient_clip_val=" + std::to_string(o.gradient_clip_val) +
+                                        " is negative. Use 0 (no clipping) or a positive threshold.");
+  check(o.gradient_clip_algorithm == "norm" || o.gradient_clip_algorithm == "value",
+        "gradient_clip_algorithm='" + o.gradient_clip_algorithm + "' is not known. Use \"norm\" or \"value\".");
+  check(o.fast_dev_run >= 0, "fast_dev_run=" + n(o.fast_dev_run) +
+                                 " is negative. Use 0 (off), 1 (true) or a number of batches.");
+  check(o.log_every_n_steps >= 1, "log_every_n_steps=" + n(o.log_every_n_steps) + " is not valid. Use 1 or more.");
+  check(o.num_threads >= 0, "num_threads=" + n(o.num_threads) + " is negative. Use 0 (all cores) or a count.");
+  check(!o.default_root_dir.empty(), "default_root_dir is empty. Use a folder path such as \".\" or \"runs\".");
+}
+
+}  // namespace volt

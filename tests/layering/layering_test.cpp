@@ -1,0 +1,532 @@
+// The layering of ARCHITECTURE.md, checked on the source tree: every #include of a Volt
+// header from include/volt/** and src/** must point down (or into the same concern),
+// connectors must not include one another, and nothing below the trainer sees it.
+// No LibTorch here: this test builds in seconds and runs without the library.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+/// One file of the tree: its path relative to the repository root ('/'-separated) and
+/// its text.
+struct SourceFile {
+  std::string path;
+  std::string contents;
+};
+
+/// A concern's place: its rank (only used to word messages) and the concerns it may
+/// include besides itself.
+struct Layer {
+  int rank;
+  std::set<std::string> may_include;
+};
+
+const std::map<std::string, Layer>& layers() {
+  static const std::map<std::string, Layer> table = [] {
+    const std::set<std::string> core{"core"};
+    const std::set<std::string> strategies{"core",      "data",         "accelerators",
+                                           "precision", "environments", "checkpoint_io"};
+    std::set<std::string> connectors = strategies;
+    connectors.insert({"strategies", "callbacks", "loggers"});
+    std::set<std::string> loops = connectors;
+    loops.insert("connectors");
+    std::set<std::string> trainer = loops;
+    trainer.insert("loops");
+    return std::map<std::string, Layer>{
+        {"core", {0, {}}},
+        {"data", {1, core}},
+        {"accelerators", {1, core}},
+        {"precision", {1, core}},
+        {"environments", {1, core}},
+        {"checkpoint_io", {1, core}},
+        {"callbacks", {1, core}},
+        {"loggers", {1, core}},
+        {"strategies", {2, strategies}},
+        {"connectors", {3, connectors}},
+        {"loops", {4, loops}},
+        {"trainer", {5, trainer}},
+        {"cli", {6, {"core", "trainer"}}},
+    };
+  }();
+  return table;
+}
+
+bool starts_with(const std::string& s, const std::string& prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
+
+std::string known_concerns() {
+  std::string out;
+  for (const auto& [name, layer] : layers()) {
+    out += (out.empty() ? "" : ", ") + name;
+  }
+  return out;
+}
+
+/// Blanks out // and /* */ comments (keeping newlines and string literals), so that a
+/// commented-out #include is not counted.
+std::string strip_comments(const std::string& text) {
+  std::string out = text;
+  enum { kCode, kLine, kBlock, kString, kChar } state = kCode;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const char c = out[i];
+    const char next = i + 1 < out.size() ? out[i + 1] : '\0';
+    switch (state) {
+      case kCode:
+        if (c == '/' && next == '/') {
+          state = kLine;
+          out[i] = ' ';
+        } else if (c == '/' && next == '*') {
+          state = kBlock;
+          out[i] = out[i + 1] = ' ';
+          ++i;
+        } else if (c == '"') {
+          state = kString;
+        } else if (c == '\'') {
+          state = kChar;
+        }
+        break;
+      case kLine:
+        if (c == '\n')
+          state = kCode;
+        else
+          out[i] = ' ';
+        break;
+      case kBlock:
+        if (c == '*' && next == '/') {
+          state = kCode;
+          out[i] = out[i + 1] = ' ';
+          ++i;
+        } else if (c != '\n') {
+          out[i] = ' ';
+        }
+        break;
+      case kString:
+      case kChar:
+        if (c == '\\') {
+          ++i;
+        } else if ((state == kString && c == '"') || (state == kChar && c == '\'') || c == '\n') {
+          state = kCode;
+        }
+        break;
+    }
+  }
+  return out;
+}
+
+struct Include {
+  std::string target;  // as written between the quotes or brackets
+  bool quoted;
+};
+
+std::vector<Include> parse_includes(const std::string& contents) {
+  static const std::regex kInclude(R"(^\s*#\s*include\s*(["<])([^">]+)[">])");
+  std::vector<Include> out;
+  std::istringstream lines(strip_comments(contents));
+  std::string line;
+  std::smatch m;
+  while (std::getline(lines, line)) {
+    if (std::regex_search(line, m, kInclude)) out.push_back({m[2].str(), m[1].str() == "\""});
+  }
+  return out;
+}
+
+std::string normalize(const std::string& path) {
+  std::vector<std::string> parts;
+  std::istringstream in(path);
+  std::string part;
+  while (std::getline(in, part, '/')) {
+    if (part.empty() || part == ".") continue;
+    if (part == ".." && !parts.empty() && parts.back() != "..") {
+      parts.pop_back();
+    } else {
+      parts.push_back(part);
+    }
+  }
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : "/") + p;
+  return out;
+}
+
+std::string stem(const std::string& file_name) { return file_name.substr(0, file_name.find('.')); }
+
+/// Where a file of the tree belongs: the umbrella volt/volt.h, a concern, or neither
+/// (concern empty: a file directly in src/, or outside include/volt and src).
+struct Place {
+  bool umbrella = false;
+  std::string concern;
+};
+
+Place place_of(const std::string& path) {
+  Place place;
+  std::string rest;
+  if (starts_with(path, "include/volt/")) {
+    rest = path.substr(13);
+    if (rest == "volt.h") {
+      place.umbrella = true;
+      return place;
+    }
+    if (rest.find('/') == std::string::npos) {  // include/volt/<concern>.h
+      place.concern = stem(rest);
+      return place;
+    }
+  } else if (starts_with(path, "src/")) {
+    rest = path.substr(4);
+    if (rest.find('/') == std::string::npos) return place;
+  } else {
+    return place;
+  }
+  place.concern = rest.substr(0, rest.find('/'));
+  return place;
+}
+
+/// The tree path an #include names, when it names a file of Volt: "volt/..." is a public
+/// header; a quoted "<concern>/..." is a private one (src/ is on the library's include
+/// path); a quoted path next to the including file is resolved when that file exists.
+std::optional<std::string> resolve(const std::string& from, const Include& inc,
+                                   const std::set<std::string>& tree) {
+  if (starts_with(inc.target, "volt/")) return "include/" + normalize(inc.target);
+  if (!inc.quoted) return std::nullopt;
+  const std::string first = inc.target.substr(0, inc.target.find('/'));
+  if (inc.target.find('/') != std::string::npos && layers().count(first)) {
+    return "src/" + normalize(inc.target);
+  }
+  const std::string sibling = normalize(from.substr(0, from.rfind('/') + 1) + inc.target);
+  if (tree.count(sibling)) return sibling;
+  return std::nullopt;
+}
+
+/// Which connector a file of the connectors concern belongs to: X for
+/// include/volt/connectors/X.h and src/connectors/X.{h,cpp}; for src/connectors/detail/F,
+/// the longest connector name F starts with, or "" for a helper that belongs to none.
+/// nullopt for files outside the connectors folders (and the umbrella volt/connectors.h).
+std::optional<std::string> connector_of(const std::string& path,
+                                        const std::set<std::string>& connector_names) {
+  for (const std::string dir : {"include/volt/connectors/", "src/connectors/"}) {
+    if (!starts_with(path, dir)) continue;
+    const std::string rest = path.substr(dir.size());
+    if (rest.find('/') == std::string::npos) return stem(rest);
+    if (dir == "src/connectors/" && starts_with(rest, "detail/")) {
+      const std::string name = rest.substr(rest.rfind('/') + 1);
+      std::string owner;
+      for (const auto& c : connector_names) {
+        if (starts_with(name, c) && c.size() > owner.size()) owner = c;
+      }
+      return owner;
+    }
+    return std::string();  // another sub-folder of src/connectors: shared
+  }
+  return std::nullopt;
+}
+
+std::string why(const std::string& from, const std::string& to) {
+  const int a = layers().at(from).rank;
+  const int b = layers().at(to).rank;
+  if (b > a) return "higher layer";
+  if (b == a) return "same layer: plug-ins and data see only core";
+  return "not one of the layers it may use";
+}
+
+/// Every breach of ARCHITECTURE.md's layering among `files`, one message per #include
+/// (and one per file outside the known concerns), in the order of `files`.
+std::vector<std::string> check_layering(const std::vector<SourceFile>& files) {
+  std::set<std::string> tree;
+  std::set<std::string> connector_names;
+  for (const auto& f : files) {
+    tree.insert(f.path);
+    for (const std::string dir : {"include/volt/connectors/", "src/connectors/"}) {
+      if (starts_with(f.path, dir) && f.path.find('/', dir.size()) == std::string::npos) {
+        connector_names.insert(stem(f.path.substr(dir.size())));
+      }
+    }
+  }
+
+  std::vector<std::string> violations;
+  for (const auto& file : files) {
+    const Place place = place_of(file.path);
+    if (place.umbrella) continue;  // volt/volt.h may include anything
+    if (place.concern.empty()) {
+      violations.push_back(
+          file.path + ": not inside a concern folder (include/volt/<concern>/ or src/<concern>/)");
+      continue;
+    }
+    if (!layers().count(place.concern)) {
+      violations.push_back(file.path + ": unknown concern " + place.concern +
+                           " (ARCHITECTURE.md's are " + known_concerns() +
+                           "); move the file or add the concern to the layering test");
+      continue;
+    }
+    const auto own_connector = connector_of(file.path, connector_names);
+
+    for (const auto& inc : parse_includes(file.contents)) {
+      const auto target = resolve(file.path, inc, tree);
+      if (!target) continue;
+      const std::string head = file.path + " includes " + inc.target + ": ";
+      const Place to = place_of(*target);
+      if (to.umbrella) {
+        violations.push_back(
+            head +
+            "only applications include the umbrella volt/volt.h; include the headers needed");
+        continue;
+      }
+      if (to.concern.empty() || !layers().count(to.concern)) {
+        violations.push_back(head + "unknown concern " +
+                             (to.concern.empty() ? *target : to.concern) +
+                             " (ARCHITECTURE.md's are " + known_concerns() + ")");
+        continue;
+      }
+      if (to.concern != place.concern) {
+        if (!layers().at(place.concern).may_include.count(to.concern)) {
+          violations.push_back(head + place.concern + " may not include " + to.concern + " (" +
+                               why(place.concern, to.concern) + ")");
+        }
+        continue;
+      }
+      if (!own_connector) continue;
+      const auto other = connector_of(*target, connector_names);
+      if (!other) {
+        violations.push_back(
+            head + "a connector may include only its own headers, not the connectors umbrella");
+      } else if (other->empty() && !own_connector->empty()) {
+        violations.push_back(
+            head + "connector " + *own_connector +
+            " may not use a detail helper shared by connectors (connectors are self-contained)");
+      } else if (*other != *own_connector) {
+        violations.push_back(head +
+                             (own_connector->empty() ? std::string("a shared connector helper")
+                                                     : "connector " + *own_connector) +
+                             " may not include connector " + *other +
+                             " (connectors are self-contained)");
+      }
+    }
+  }
+  return violations;
+}
+
+std::vector<SourceFile> read_tree(const std::filesystem::path& root) {
+  namespace fs = std::filesystem;
+  static const std::set<std::string> kExtensions{".h", ".hpp", ".cpp", ".cc", ".cu", ".cuh"};
+  std::vector<SourceFile> files;
+  for (const char* dir : {"include/volt", "src"}) {
+    const fs::path base = root / dir;
+    if (!fs::is_directory(base)) continue;
+    for (const auto& entry : fs::recursive_directory_iterator(base)) {
+      if (!entry.is_regular_file() || !kExtensions.count(entry.path().extension().string()))
+        continue;
+      std::ifstream in(entry.path(), std::ios::binary);
+      std::ostringstream text;
+      text << in.rdbuf();
+      files.push_back({fs::relative(entry.path(), root).generic_string(), text.str()});
+    }
+  }
+  std::sort(files.begin(), files.end(),
+            [](const SourceFile& a, const SourceFile& b) { return a.path < b.path; });
+  return files;
+}
+
+std::string join(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const auto& l : lines) out += "  " + l + "\n";
+  return out;
+}
+
+using Violations = std::vector<std::string>;
+
+TEST(Layering, SourceTreeFollowsArchitecture) {
+  const char* root = std::getenv("VOLT_SOURCE_DIR");
+  ASSERT_NE(root, nullptr) << "set VOLT_SOURCE_DIR to the repository root (ctest does)";
+  const auto files = read_tree(root);
+  ASSERT_GE(files.size(), 10u) << "found only " << files.size() << " files under " << root
+                               << "/include/volt and " << root << "/src: is VOLT_SOURCE_DIR right?";
+  const auto violations = check_layering(files);
+  std::cout << "checked " << files.size() << " files under " << root << "\n";
+  EXPECT_TRUE(violations.empty()) << violations.size()
+                                  << " breach(es) of ARCHITECTURE.md's layering:\n"
+                                  << join(violations);
+}
+
+TEST(Layering, AcceptsIncludesThatPointDown) {
+  const std::vector<SourceFile> files{
+      {"include/volt/volt.h", "#include \"volt/trainer/trainer.h\"\n#include \"volt/cli/cli.h\"\n"},
+      {"include/volt/core/module.h", "#include <vector>\n#include \"volt/core/types.h\"\n"},
+      {"include/volt/data/dataset.h",
+       "#include <ATen/core/Tensor.h>\n#include \"volt/core/types.h\"\n"},
+      {"include/volt/strategies/ddp.h",
+       "#include \"volt/accelerators/accelerator.h\"\n#include \"volt/precision/precision.h\"\n"
+       "#include \"volt/environments/cluster_environment.h\"\n#include "
+       "\"volt/checkpoint_io/checkpoint_io.h\"\n"
+       "#include \"volt/data/dataset.h\"\n"},
+      {"src/strategies/detail/bucket.h", "#include \"volt/strategies/ddp.h\"\n"},
+      {"src/loops/fit_loop.cpp",
+       "#include \"volt/connectors/data_connector.h\"\n#include \"volt/callbacks/callback.h\"\n"},
+      {"include/volt/trainer/trainer.h",
+       "#include \"volt/loops/fit_loop.h\"\n#include \"volt/strategies.h\"\n"},
+      {"include/volt/strategies.h", "#include \"volt/strategies/ddp.h\"\n"},
+      {"include/volt/cli/cli.h",
+       "#include <volt/trainer/trainer.h>\n#include \"volt/core/error.h\"\n"},
+      {"include/volt/core/version.h", ""},
+  };
+  EXPECT_EQ(check_layering(files), Violations{});
+}
+
+TEST(Layering, ReportsAnUpwardInclude) {
+  const std::vector<SourceFile> files{
+      {"src/core/module.cpp",
+       "#include \"volt/core/module.h\"\n#include \"volt/strategies/strategy.h\"\n"},
+      {"include/volt/accelerators/cuda.h", "#include <volt/connectors/accelerator_connector.h>\n"},
+      {"include/volt/core.h",
+       "#include \"volt/core/module.h\"\n#include \"volt/data/dataset.h\"\n"},
+  };
+  EXPECT_EQ(check_layering(files), (Violations{
+                                       "src/core/module.cpp includes volt/strategies/strategy.h: "
+                                       "core may not include strategies (higher layer)",
+                                       "include/volt/accelerators/cuda.h includes "
+                                       "volt/connectors/accelerator_connector.h: accelerators may "
+                                       "not include connectors (higher layer)",
+                                       "include/volt/core.h includes volt/data/dataset.h: core may "
+                                       "not include data (higher layer)",
+                                   }));
+}
+
+TEST(Layering, ReportsASidewaysPluginInclude) {
+  const std::vector<SourceFile> files{
+      {"src/accelerators/cuda.cpp",
+       "#include \"volt/accelerators/cuda.h\"\n#include \"volt/precision/mixed.h\"\n"},
+      {"include/volt/loggers/csv_logger.h", "#include \"volt/callbacks/callback.h\"\n"},
+      {"src/strategies/ddp.cpp", "#include \"volt/loggers/logger.h\"\n"},
+      {"src/cli/cli.cpp", "#include \"volt/loops/fit_loop.h\"\n"},
+  };
+  EXPECT_EQ(check_layering(files), (Violations{
+                                       "src/accelerators/cuda.cpp includes volt/precision/mixed.h: "
+                                       "accelerators may not include precision "
+                                       "(same layer: plug-ins and data see only core)",
+                                       "include/volt/loggers/csv_logger.h includes "
+                                       "volt/callbacks/callback.h: loggers may not include "
+                                       "callbacks (same layer: plug-ins and data see only core)",
+                                       "src/strategies/ddp.cpp includes volt/loggers/logger.h: "
+                                       "strategies may not include loggers (not one "
+                                       "of the layers it may use)",
+                                       "src/cli/cli.cpp includes volt/loops/fit_loop.h: cli may "
+                                       "not include loops (not one of the layers it "
+                                       "may use)",
+                                   }));
+}
+
+TEST(Layering, ReportsAConnectorIncludingAnother) {
+  const std::vector<SourceFile> files{
+      {"include/volt/connectors/data_connector.h", "#include \"volt/data/datamodule.h\"\n"},
+      {"include/volt/connectors/accelerator_connector.h",
+       "#include \"volt/strategies/strategy.h\"\n"},
+      {"src/connectors/accelerator_connector.cpp",
+       "#include \"volt/connectors/accelerator_connector.h\"\n#include "
+       "\"detail/accelerator_connector_plan.h\"\n"
+       "#include \"connectors/detail/accelerator_connector_parse.h\"\n"},
+      {"src/connectors/detail/accelerator_connector_plan.h",
+       "#include \"volt/connectors/accelerator_connector.h\"\n#include "
+       "\"accelerator_connector_parse.h\"\n"},
+      {"src/connectors/detail/accelerator_connector_parse.h", ""},
+      {"src/connectors/detail/common.h", "#include \"volt/core/error.h\"\n"},
+      {"src/connectors/data_connector.cpp",
+       "#include \"volt/connectors/data_connector.h\"\n#include "
+       "\"volt/connectors/accelerator_connector.h\"\n"
+       "#include \"detail/common.h\"\n#include \"detail/accelerator_connector_plan.h\"\n"
+       "#include \"volt/connectors.h\"\n"},
+      {"include/volt/connectors.h",
+       "#include \"volt/connectors/data_connector.h\"\n#include "
+       "\"volt/connectors/accelerator_connector.h\"\n"},
+      {"src/loops/fit_loop.cpp",
+       "#include \"volt/connectors/data_connector.h\"\n"
+       "#include \"volt/connectors/accelerator_connector.h\"\n"},
+  };
+  EXPECT_EQ(check_layering(files),
+            (Violations{
+                "src/connectors/data_connector.cpp includes "
+                "volt/connectors/accelerator_connector.h: connector "
+                "data_connector may not include connector accelerator_connector (connectors are "
+                "self-contained)",
+                "src/connectors/data_connector.cpp includes detail/common.h: connector "
+                "data_connector may not use a "
+                "detail helper shared by connectors (connectors are self-contained)",
+                "src/connectors/data_connector.cpp includes detail/accelerator_connector_plan.h: "
+                "connector "
+                "data_connector may not include connector accelerator_connector (connectors are "
+                "self-contained)",
+                "src/connectors/data_connector.cpp includes volt/connectors.h: a connector may "
+                "include only its own "
+                "headers, not the connectors umbrella",
+            }));
+}
+
+TEST(Layering, ReportsALoopIncludingTheTrainer) {
+  const std::vector<SourceFile> files{
+      {"src/loops/fit_loop.cpp",
+       "#include \"volt/loops/fit_loop.h\"\n#include \"volt/trainer/trainer.h\"\n"},
+      {"src/loops/detail/progress.h", "#  include <volt/trainer/trainer_options.h>\n"},
+      {"src/callbacks/progress_bar.cpp",
+       "#include \"volt/trainer.h\"\n#include \"volt/core/trainer_view.h\"\n"},
+      {"src/trainer/trainer.cpp",
+       "#include \"volt/trainer/trainer.h\"\n#include \"volt/volt.h\"\n"},
+  };
+  EXPECT_EQ(check_layering(files),
+            (Violations{
+                "src/loops/fit_loop.cpp includes volt/trainer/trainer.h: loops may not include "
+                "trainer (higher layer)",
+                "src/loops/detail/progress.h includes volt/trainer/trainer_options.h: loops may "
+                "not include trainer "
+                "(higher layer)",
+                "src/callbacks/progress_bar.cpp includes volt/trainer.h: callbacks may not include "
+                "trainer (higher "
+                "layer)",
+                "src/trainer/trainer.cpp includes volt/volt.h: only applications include the "
+                "umbrella volt/volt.h; "
+                "include the headers needed",
+            }));
+}
+
+TEST(Layering, ReportsUnknownConcerns) {
+  const std::vector<SourceFile> files{
+      {"src/widgets/knob.cpp", "#include \"volt/trainer/trainer.h\"\n"},
+      {"include/volt/core/module.h", "#include \"volt/widgets/knob.h\"\n"},
+      {"src/volt.cpp", "#include \"volt/core/module.h\"\n"},
+  };
+  const auto violations = check_layering(files);
+  ASSERT_EQ(violations.size(), 3u) << join(violations);
+  EXPECT_EQ(violations[0].rfind("src/widgets/knob.cpp: unknown concern widgets (", 0), 0u)
+      << violations[0];
+  EXPECT_EQ(
+      violations[1].rfind(
+          "include/volt/core/module.h includes volt/widgets/knob.h: unknown concern widgets (", 0),
+      0u)
+      << violations[1];
+  EXPECT_EQ(
+      violations[2],
+      "src/volt.cpp: not inside a concern folder (include/volt/<concern>/ or src/<concern>/)");
+  for (const std::string concern : {"core", "strategies", "cli"}) {
+    EXPECT_NE(violations[0].find(concern), std::string::npos) << violations[0];
+  }
+}
+
+TEST(Layering, IgnoresCommentsAndOtherLibraries) {
+  const std::vector<SourceFile> files{
+      {"src/core/module.cpp",
+       "// #include \"volt/trainer/trainer.h\"\n"
+       "/* an example:\n#include \"volt/loops/fit_loop.h\"\n*/\n"
+       "#include <torch/nn/module.h>\n#include <c10/util/Optional.h>\n#include \"gtest/gtest.h\"\n"
+       "const char* s = \"// not a comment\"; /* */\n#include \"volt/core/module.h\"  // own "
+       "header\n"},
+  };
+  EXPECT_EQ(check_layering(files), Violations{});
+}
+
+}  // namespace
