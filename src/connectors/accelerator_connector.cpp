@@ -214,11 +214,14 @@ std::shared_ptr<strategies::Strategy> AcceleratorConnector::create_strategy() co
 std::string Plan::describe() const {
   std::ostringstream out;
   out << "accelerator: " << accelerator << "\n";
-  out << "devices:     ";
-  for (size_t i = 0; i < device_ids.size(); ++i) out << (i ? "," : "") << device_ids[i];
-  const bool one = device_ids.size() == 1;
-  out << " (" << device_ids.size() << (accelerator == "cpu" ? (one ? " process" : " processes") : (one ? " device" : " devices"))
-      << " per node)\n";
+  if (accelerator == "cpu") {
+    out << "devices:     " << device_ids.size() << (device_ids.size() == 1 ? " process" : " processes")
+        << " per node\n";
+  } else {
+    out << "devices:     ";
+    for (size_t i = 0; i < device_ids.size(); ++i) out << (i ? "," : "") << accelerator << ":" << device_ids[i];
+    out << "\n";
+  }
   out << "num_nodes:   " << num_nodes << "\n";
   out << "strategy:    " << strategy << "\n";
   out << "precision:   " << precision << "\n";

@@ -108,7 +108,8 @@ MetricMap LoggerConnector::end_epoch(RunningStage stage, int64_t global_step, in
     if (agg.logger) to_loggers[epoch_name] = value;
   }
   aggs.clear();
-  if (!to_loggers.empty()) {
+  // Sanity-check numbers come from an untrained model on a few batches: not worth a row.
+  if (!to_loggers.empty() && stage != RunningStage::kSanityChecking) {
     to_loggers["epoch"] = static_cast<double>(epoch);
     log_metrics(to_loggers, global_step);
   }
