@@ -7,16 +7,20 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/grad_mode.h>
+#include <ATen/ops/randint.h>
+#include <ATen/ops/randn.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "volt/callbacks/callback.h"
 #include "volt/core/module.h"
 #include "volt/core/trainer_options.h"
 #include "volt/data/dataloader.h"
@@ -50,10 +54,6 @@ class BoringModule : public Module {
   int64_t sanity_steps = 0;
   int64_t test_steps = 0;
   int64_t predict_steps = 0;
-  /// Validation runs (on_validation_start, sanity check excluded) and at which
-  /// (current_epoch, global_step) each started.
-  int64_t validation_runs = 0;
-  std::vector<std::pair<int64_t, int64_t>> validation_starts;
   /// Set when an evaluation step ran in training mode or with grad enabled.
   bool eval_step_saw_training = false;
   bool eval_step_saw_grad = false;
@@ -109,13 +109,7 @@ class BoringModule : public Module {
   void on_fit_end() override { calls.push_back("on_fit_end"); }
   void on_train_start() override { calls.push_back("on_train_start"); }
   void on_train_end() override { calls.push_back("on_train_end"); }
-  void on_validation_start() override {
-    calls.push_back("on_validation_start");
-    if (!sanity_) {
-      ++validation_runs;
-      validation_starts.emplace_back(epoch_, step_);
-    }
-  }
+  void on_validation_start() override { calls.push_back("on_validation_start"); }
   void on_validation_end() override { calls.push_back("on_validation_end"); }
   void on_test_start() override { calls.push_back("on_test_start"); }
   void on_test_end() override { calls.push_back("on_test_end"); }
@@ -148,22 +142,36 @@ class BoringModule : public Module {
   }
   void on_before_zero_grad(torch::optim::Optimizer&) override { calls.push_back("on_before_zero_grad"); }
 
-  /// Lets on_validation_start know whether this run is the sanity check and where the
-  /// fit is; set by a StageSpy callback (hooks of a Module do not see the state).
-  void set_position(bool sanity, int64_t epoch, int64_t step) {
-    sanity_ = sanity;
-    epoch_ = epoch;
-    step_ = step;
-  }
-
  private:
   void note_eval_mode() {
     if (is_training()) eval_step_saw_training = true;
     if (at::GradMode::is_enabled()) eval_step_saw_grad = true;
   }
-  bool sanity_ = false;
-  int64_t epoch_ = 0;
-  int64_t step_ = 0;
+};
+
+/// Records where each validation run starts and how the run is going, from a callback's
+/// view of the state (a Module's hooks do not see it).
+class ValidationSpy : public callbacks::Callback {
+ public:
+  struct Start {
+    int64_t epoch;
+    int64_t global_step;
+    int64_t batches_done;
+  };
+  /// Validation runs during fit (sanity check excluded), in order.
+  std::vector<Start> starts;
+  /// Sanity-check runs.
+  int64_t sanity_runs = 0;
+
+  std::string state_key() const override { return "ValidationSpy"; }
+  void on_validation_start(TrainerView& view) override {
+    const TrainerState& s = view.state();
+    if (s.sanity_checking) {
+      ++sanity_runs;
+      return;
+    }
+    starts.push_back({s.current_epoch, s.global_step, s.batches_done});
+  }
 };
 
 /// Random inputs [n, in] (standard normal) and int64 targets [n] in {0, 1}, from a
