@@ -127,9 +127,11 @@ double run_plain(const Args& a, const at::Tensor& x, const at::Tensor& y, std::v
       const at::Tensor xb = x.index_select(0, idx);
       const at::Tensor yb = y.index_select(0, idx);
       auto loss = at::cross_entropy_loss(net->forward(xb), yb);
-      opt.zero_grad();
       loss.backward();
       opt.step();
+      // PyTorch 2.x's zero_grad(set_to_none=true), written out: LibTorch 1.13's
+      // zero_grad() would memset every gradient instead.
+      for (auto& p : net->parameters()) p.mutable_grad().reset();
     }
   }
   const double s = std::chrono::duration<double>(Clock::now() - t0).count();

@@ -1,10 +1,11 @@
 #include "volt/accelerators/cpu_accelerator.h"
 
 #include <malloc.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <ctime>
+#include <mutex>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -22,6 +23,22 @@ CPUAccelerator::CPUAccelerator(int64_t num_threads) : num_threads_(num_threads) 
                       " is negative. Use 0 for all cores or a positive thread count.");
   }
   if (num_threads_ == 0) num_threads_ = std::max(1u, std::thread::hardware_concurrency());
+}
+
+std::vector<int64_t> CPUAccelerator::parse_devices(const DevicesSpec& spec) const {
+  using Kind = DevicesSpec::Kind;
+  if (spec.kind == Kind::kAll) {
+    throw ConfigError("devices=-1 means every GPU or TPU core; on CPU, devices counts processes. Use devices=1 (or a "
+                      "process count such as devices=2) with accelerator=\"cpu\".");
+  }
+  if (spec.kind == Kind::kIds) {
+    throw ConfigError("devices='" + spec.text + "' is a list of device ids; on CPU, devices counts processes. Use "
+                      "devices=" + std::to_string(spec.ids.size()) + " with accelerator=\"cpu\".");
+  }
+  const int64_t n = spec.kind == Kind::kAuto ? auto_device_count() : spec.count;
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < n; ++i) ids.push_back(i);
+  return ids;
 }
 
 std::vector<c10::Device> CPUAccelerator::get_parallel_devices(const std::vector<int64_t>& ids) const {
@@ -86,21 +103,42 @@ double rss_mb() {
   return static_cast<double>(pages_rss) * static_cast<double>(sysconf(_SC_PAGESIZE)) / (1024.0 * 1024.0);
 }
 
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+struct Reading {
+  std::chrono::steady_clock::time_point wall;
+  double cpu;
+};
+
+std::mutex& stats_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+// Taken when the library loads, so the first reading covers a real interval.
+const Reading kLoadReading{std::chrono::steady_clock::now(), process_cpu_seconds()};
+
+Reading& last_reading() {
+  static Reading r = kLoadReading;
+  return r;
+}
+
 }  // namespace
 
 std::map<std::string, double> CPUAccelerator::get_device_stats(const c10::Device&) const {
-  // CPU time of this process over wall time since the previous call, as a share of one core.
-  static thread_local auto last_wall = std::chrono::steady_clock::now();
-  static thread_local double last_cpu = 0.0;
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  const double cpu = static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
-                     1e-6 * static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
+  // CPU time of this process over wall time since the previous reading (the first one:
+  // since the library was loaded), in percent of one core.
+  std::lock_guard<std::mutex> lock(stats_mutex());
+  auto& last = last_reading();
+  const double cpu = process_cpu_seconds();
   const auto now = std::chrono::steady_clock::now();
-  const double wall = std::chrono::duration<double>(now - last_wall).count();
-  const double percent = wall > 0 ? 100.0 * (cpu - last_cpu) / wall : 0.0;
-  last_wall = now;
-  last_cpu = cpu;
+  const double wall = std::chrono::duration<double>(now - last.wall).count();
+  const double percent = wall > 0 ? 100.0 * (cpu - last.cpu) / wall : 0.0;
+  last = {now, cpu};
   return {{"cpu_percent", percent},
           {"rss_mb", rss_mb()},
           {"vm_total_mb", meminfo_mb("MemTotal")},

@@ -1,243 +1,333 @@
 #include "volt/connectors/accelerator_connector.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <sstream>
-#include <thread>
 
-#include <ATen/Context.h>
+#include <nlohmann/json.hpp>
 
 #include "volt/accelerators/cpu_accelerator.h"
+#include "volt/accelerators/cuda_accelerator.h"
+#include "volt/accelerators/devices.h"
+#include "volt/accelerators/tpu_accelerator.h"
 #include "volt/checkpoint_io/torch_checkpoint_io.h"
 #include "volt/core/compat.h"
 #include "volt/core/error.h"
-#include "volt/core/registry.h"
-#include "volt/environments/default_environment.h"
-#include "volt/precision/precision.h"
-#include "volt/strategies/single_device_strategy.h"
+#include "volt/environments/environment_registry.h"
+#include "volt/precision/precision_registry.h"
+#include "volt/strategies/strategy_registry.h"
 
 namespace volt::connectors {
 namespace {
 
-using AcceleratorRegistry = Registry<accelerators::Accelerator, int64_t>;
-using PrecisionRegistry = Registry<precision::Precision>;
-using StrategyRegistry = Registry<strategies::Strategy, const Plan&>;
+using accelerators::DevicesSpec;
+using accelerators::HardwareProbe;
 
-const AcceleratorRegistry& accelerator_registry() {
-  static const AcceleratorRegistry registry = [] {
-    AcceleratorRegistry r("accelerator");
-    r.add("cpu", "the CPU; devices counts processes, num_threads sets intra-op threads",
-          [](int64_t threads) { return std::make_shared<accelerators::CPUAccelerator>(threads); });
-    return r;
-  }();
-  return registry;
+bool contains(const std::vector<std::string>& v, const std::string& x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
 }
 
-const PrecisionRegistry& precision_registry() {
-  static const PrecisionRegistry registry = [] {
-    PrecisionRegistry r("precision");
-    r.add("32-true", "full float32 parameters and computation",
-          [] { return std::make_shared<precision::Precision>(); });
-    return r;
-  }();
-  return registry;
+std::string join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
+  return out;
 }
 
-std::shared_ptr<environments::ClusterEnvironment> make_environment() {
-  return std::make_shared<environments::DefaultEnvironment>();
-}
-
-const StrategyRegistry& strategy_registry() {
-  static const StrategyRegistry registry = [] {
-    StrategyRegistry r("strategy");
-    r.add("single_device", "one process on one device", [](const Plan& plan) {
-      auto accelerator = accelerator_registry().create(plan.accelerator, plan.num_threads);
-      const auto devices = accelerator->get_parallel_devices(plan.device_ids);
-      return std::make_shared<strategies::SingleDeviceStrategy>(
-          devices.at(0), std::move(accelerator), precision_registry().create(plan.precision), make_environment(),
-          std::make_shared<checkpoint_io::TorchCheckpointIO>());
-    });
-    return r;
-  }();
-  return registry;
-}
-
-bool is_all_digits(const std::string& s) {
-  if (s.empty()) return false;
-  for (char c : s) {
-    if (c < '0' || c > '9') return false;
+/// Step 3: which accelerator. Explicit requests never fall back silently.
+std::string choose_accelerator(const std::string& flag, const HardwareProbe& hw) {
+  const std::string name = flag == "gpu" ? "cuda" : flag;
+  if (name == "auto") {
+    if (hw.tpu.present) return "tpu";
+    if (hw.cuda_devices > 0) return "cuda";
+    return "cpu";
   }
-  return true;
-}
-
-std::string trim(const std::string& s) {
-  const auto b = s.find_first_not_of(" \t[]");
-  const auto e = s.find_last_not_of(" \t[]");
-  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
-}
-
-/// Lightning's devices grammar: n, "n", -1, "auto", "0,1", "2," (a list of one id).
-struct DevicesRequest {
-  bool is_auto = false;
-  bool all = false;             // -1
-  int64_t count = 0;            // n
-  std::vector<int64_t> ids;     // explicit list
-};
-
-DevicesRequest parse_devices(const std::string& raw) {
-  const std::string text = trim(raw);
-  DevicesRequest req;
-  if (text == "auto") {
-    req.is_auto = true;
-    return req;
-  }
-  if (text == "-1") {
-    req.all = true;
-    return req;
-  }
-  if (text.find(',') != std::string::npos) {
-    std::stringstream ss(text);
-    std::string part;
-    while (std::getline(ss, part, ',')) {
-      part = trim(part);
-      if (part.empty()) continue;
-      if (!is_all_digits(part)) {
-        throw ConfigError("devices='" + raw + "' has '" + part +
-                          "', which is not a device id. Use a count (devices=2), a list of ids "
-                          "(devices=\"0,1\"), -1 or \"auto\".");
-      }
-      req.ids.push_back(std::stoll(part));
+  if (name == "cpu") return name;
+  if (name == "cuda") {
+    if (hw.cuda_devices == 0) {
+      const std::string why = accelerators::CUDAAccelerator::compiled_with_cuda() || hw.source.rfind("assumed", 0) == 0
+                                  ? "no GPU is visible" + (hw.cuda_visible_devices.empty()
+                                                               ? std::string()
+                                                               : " (CUDA_VISIBLE_DEVICES=" + hw.cuda_visible_devices + ")")
+                                  : "this Volt was built against a LibTorch without CUDA (" +
+                                        std::string(compat::torch_version()) + ")";
+      throw NotSupportedError("accelerator='" + flag + "' asks for a GPU, but " + why +
+                              ". Use accelerator=\"cpu\" (or \"auto\"), or run where a GPU is visible.");
     }
-    if (req.ids.empty()) {
-      throw ConfigError("devices='" + raw + "' lists no device. Use a count (devices=1) or a list of ids.");
+    return name;
+  }
+  if (name == "tpu") {
+    if (!hw.tpu.present) {
+      throw NotSupportedError("accelerator='tpu' asks for a TPU, but none was found: no TPU_ACCELERATOR_TYPE, TPU_NAME, "
+                              "COLAB_TPU_ADDR, TPU_WORKER_ID or PJRT_DEVICE=TPU variable, no /dev/accel* or /dev/vfio "
+                              "device, no libtpu.so on LD_LIBRARY_PATH or TPU_LIBRARY_PATH. Use accelerator=\"cpu\" "
+                              "or \"auto\", or run on a TPU VM, Colab or Kaggle.");
     }
-    return req;
+    return name;
   }
-  if (!is_all_digits(text)) {
-    throw ConfigError("devices='" + raw +
-                      "' is not understood. Use a count (devices=2), a list of ids (devices=\"0,1\"), "
-                      "-1 (all) or \"auto\".");
+  throw ConfigError("accelerator='" + flag + "' is not known. Known accelerators: auto, cpu, gpu (= cuda), cuda, tpu.");
+}
+
+std::shared_ptr<accelerators::Accelerator> make_accelerator(const std::string& name, const HardwareProbe& hw,
+                                                            int64_t threads) {
+  if (name == "cuda") return std::make_shared<accelerators::CUDAAccelerator>(hw.cuda_devices, hw.cuda_visible_devices);
+  if (name == "tpu") return std::make_shared<accelerators::TPUAccelerator>(hw.tpu);
+  return std::make_shared<accelerators::CPUAccelerator>(threads);
+}
+
+/// Step 5: which strategy, and whether it fits the accelerator and the layout.
+const strategies::StrategySpec& choose_strategy(const std::string& flag, const std::string& accelerator,
+                                                int64_t devices, int64_t num_nodes) {
+  std::string name = flag;
+  if (name == "auto") {
+    const bool one = devices == 1 && num_nodes == 1;
+    name = accelerator == "tpu" ? (one ? "single_xla" : "xla") : (one ? "single_device" : "ddp");
   }
-  req.count = std::stoll(text);
-  if (req.count == 0) {
-    throw ConfigError("devices=" + raw +
-                      " asks for no device. Use devices=1 (or more), a list of ids, -1 for all, or \"auto\".");
+  const auto& spec = strategies::strategy_spec(name);
+  if (!contains(spec.accelerators, accelerator)) {
+    throw ConfigError("strategy='" + name + "' runs on " + join(spec.accelerators) + ", but the accelerator is " +
+                      accelerator + ". " +
+                      (accelerator == "tpu" ? "Use strategy=\"xla\" (or \"single_xla\" for one device) on TPUs."
+                                            : "Use strategy=\"ddp\" (or \"auto\")."));
   }
-  return req;
+  if (spec.single_device && (devices != 1 || num_nodes != 1)) {
+    throw ConfigError("strategy='" + name + "' runs one process on one device, but devices=" + std::to_string(devices) +
+                      " and num_nodes=" + std::to_string(num_nodes) + " ask for " +
+                      std::to_string(devices * num_nodes) + ". Use devices=1 and num_nodes=1, or strategy=\"" +
+                      (accelerator == "tpu" ? "xla" : "ddp") + "\".");
+  }
+  if (spec.one_process_per_node && num_nodes != 1) {
+    throw ConfigError("strategy='" + name + "' splits batches over the GPUs of one machine; num_nodes=" +
+                      std::to_string(num_nodes) + " needs strategy=\"ddp\".");
+  }
+  return spec;
+}
+
+/// Step 6: what the precision means on this accelerator.
+std::string fit_precision(const std::string& precision, const std::string& accelerator, const HardwareProbe& hw,
+                          std::vector<std::string>& warnings) {
+  if (accelerator == "cpu" && precision == "16-mixed") {
+    warnings.push_back("precision=\"16-mixed\" on CPU: CPU autocast computes in bfloat16, so Volt uses "
+                       "\"bf16-mixed\" (as Lightning does).");
+    return "bf16-mixed";
+  }
+  if (accelerator == "tpu" && (precision == "16-mixed" || precision == "16-true")) {
+    throw ConfigError("precision='" + precision + "' on TPU: TPUs compute in bfloat16, not float16. Use "
+                      "precision=\"bf16-mixed\" or \"bf16-true\".");
+  }
+  if (accelerator == "tpu" && precision == "64-true") {
+    throw ConfigError("precision='64-true' on TPU: TPUs have no float64 arithmetic. Use \"32-true\" or "
+                      "\"bf16-mixed\".");
+  }
+  if (accelerator == "cuda" && precision.rfind("bf16", 0) == 0 && !hw.cuda_bf16) {
+    throw ConfigError("precision='" + precision + "' needs GPUs that compute in bfloat16 (compute capability 8.0, "
+                      "Ampere, or newer), and at least one visible GPU is older. Use precision=\"16-mixed\".");
+  }
+  return precision;
 }
 
 }  // namespace
 
-std::string AcceleratorConnector::normalize_precision(const std::string& precision) {
-  if (precision == "32" || precision == "32-true") return "32-true";
-  if (precision == "64" || precision == "64-true") return "64-true";
-  if (precision == "16" || precision == "16-mixed") return "16-mixed";
-  if (precision == "bf16" || precision == "bf16-mixed") return "bf16-mixed";
-  return precision;
-}
+AcceleratorConnector::AcceleratorConnector(const TrainerOptions& options)
+    : AcceleratorConnector(options, Environ::current(), HardwareProbe::detect(Environ::current())) {}
 
-AcceleratorConnector::AcceleratorConnector(const TrainerOptions& options) {
-  // Devices first: 0, "0" and empty lists are wrong whatever the hardware.
-  const DevicesRequest devices = parse_devices(options.devices);
-
+AcceleratorConnector::AcceleratorConnector(const TrainerOptions& options, const Environ& env,
+                                           const HardwareProbe& hw) {
+  Plan& p = plan_;
+  p.hardware = hw.source;
+  // 1. Spellings that are wrong whatever the hardware.
+  const std::string precision = precision::normalize_precision(options.precision, &p.warnings);
+  const DevicesSpec devices = DevicesSpec::parse(options.devices);
   if (options.num_nodes < 1) {
     throw ConfigError("num_nodes=" + std::to_string(options.num_nodes) + " must be at least 1.");
   }
+  if (options.num_threads < 0) {
+    throw ConfigError("num_threads=" + std::to_string(options.num_threads) +
+                      " is negative. Use 0 (all cores) or a thread count.");
+  }
+  // 2-3. The accelerator, then the devices it resolves.
+  p.accelerator = choose_accelerator(options.accelerator, hw);
+  p.num_threads = options.num_threads > 0 ? options.num_threads : hw.cpu_cores;
+  auto accelerator = make_accelerator(p.accelerator, hw, p.num_threads);
+  p.device_ids = accelerator->parse_devices(devices);
+  p.num_devices = static_cast<int64_t>(p.device_ids.size());
+  p.num_nodes = options.num_nodes;
+  if (p.accelerator == "tpu") p.tpu_platform = hw.tpu.platform;
 
-  std::string accelerator = options.accelerator;
-  if (accelerator == "auto") accelerator = "cpu";  // the only accelerator this build registers
-  if (accelerator == "gpu") accelerator = "cuda";
-  if (accelerator == "cuda" && !accelerator_registry().contains("cuda")) {
-    throw NotSupportedError(std::string("accelerator='") + options.accelerator +
-                            "' asks for a GPU, but this Volt build has no CUDA accelerator (LibTorch " +
-                            compat::torch_version() + (at::hasCUDA() ? " has CUDA" : " was built without CUDA") +
-                            "). Use accelerator=\"cpu\", or build Volt against a CUDA LibTorch.");
-  }
-  if (accelerator == "tpu" && !accelerator_registry().contains("tpu")) {
-    throw NotSupportedError(
-        "accelerator='tpu' asks for a TPU, but no TPU runtime is registered in this build. Use "
-        "accelerator=\"cpu\".");
-  }
-  auto probe = accelerator_registry().create(accelerator, options.num_threads);  // unknown names throw here
-  if (!probe->is_available()) {
-    throw NotSupportedError("accelerator='" + accelerator + "' is not available on this machine.");
-  }
-  plan_.accelerator = accelerator;
-  plan_.num_threads = options.num_threads > 0 ? options.num_threads
-                                              : static_cast<int64_t>(std::max(1u, std::thread::hardware_concurrency()));
+  // 4. The strategy and its launcher.
+  const auto& spec = choose_strategy(options.strategy, p.accelerator, p.num_devices, p.num_nodes);
+  p.strategy = spec.name;
+  p.find_unused_parameters = spec.find_unused_parameters;
+  p.num_processes = spec.one_process_per_node ? 1 : p.num_devices;
+  p.world_size = p.num_processes * p.num_nodes;
 
-  if (accelerator == "cpu") {
-    if (devices.all) {
-      throw ConfigError("devices=-1 means every GPU; on CPU, devices counts processes. Use devices=1 (or a "
-                        "process count) with accelerator=\"cpu\".");
+  // 5. Precision on this accelerator.
+  p.precision = fit_precision(precision, p.accelerator, hw, p.warnings);
+
+  // 6. The cluster environment, checked against the layout.
+  environments::EnvironmentOptions env_options;
+  env_options.choice = options.cluster_environment;
+  env_options.slurm.auto_detect = options.slurm_auto_detect;
+  env_options.slurm.auto_requeue = options.slurm_auto_requeue;
+  env_options.slurm.requeue_signal = options.slurm_requeue_signal;
+  env_options.slurm.requeue_command = options.slurm_requeue_command;
+  const auto cluster = environments::select_environment(env, env_options, p.accelerator == "tpu" ? &hw.tpu : nullptr);
+  p.cluster_env = cluster->name();
+  p.processes_started_externally = cluster->creates_processes_externally();
+  cluster->validate(p.num_processes, p.num_nodes);
+  if (p.processes_started_externally) {
+    if (cluster->world_size() != p.world_size) {
+      throw ConfigError("the " + p.cluster_env + " environment started " + std::to_string(cluster->world_size()) +
+                        " process(es), but devices=" + std::to_string(p.num_devices) + " and num_nodes=" +
+                        std::to_string(p.num_nodes) + " make a world of " + std::to_string(p.world_size) +
+                        ". Start one process per device on every node (e.g. torchrun --nproc-per-node=" +
+                        std::to_string(p.num_processes) + " --nnodes=" + std::to_string(p.num_nodes) +
+                        "), or change devices/num_nodes to match.");
     }
-    if (!devices.ids.empty()) {
-      throw ConfigError("devices='" + options.devices +
-                        "' is a list of device ids; on CPU, devices counts processes. Use devices=" +
-                        std::to_string(devices.ids.size()) + " with accelerator=\"cpu\".");
+    if (spec.launcher == strategies::LauncherKind::kSpawn) {
+      throw ConfigError("strategy='" + spec.name + "' spawns its own worker processes, but the " + p.cluster_env +
+                        " environment already started " + std::to_string(cluster->world_size()) +
+                        " processes. Use strategy=\"ddp\" under a launcher.");
     }
-    const int64_t n = devices.is_auto ? probe->auto_device_count() : devices.count;
-    for (int64_t i = 0; i < n; ++i) plan_.device_ids.push_back(i);
+    p.launcher = "none";
+    p.global_rank = cluster->global_rank();
+    p.local_rank = cluster->local_rank();
+    p.node_rank = cluster->node_rank();
+  } else {
+    p.launcher = strategies::to_string(spec.launcher);
+    p.node_rank = cluster->node_rank();
+    p.local_rank = p.cluster_env == "tpu" ? cluster->local_rank() : 0;
+    p.global_rank = p.node_rank * p.num_processes + p.local_rank;
+    if (p.node_rank >= p.num_nodes) {
+      throw ConfigError("this machine has node rank " + std::to_string(p.node_rank) + " (NODE_RANK/GROUP_RANK), but "
+                        "num_nodes=" + std::to_string(p.num_nodes) + ". Node ranks run from 0 to num_nodes - 1.");
+    }
+    if (p.num_nodes > 1 && p.cluster_env == "default") {
+      p.warnings.push_back("num_nodes=" + std::to_string(p.num_nodes) + " without a cluster scheduler: start the "
+                           "same command on every node with NODE_RANK=0.." + std::to_string(p.num_nodes - 1) +
+                           " and MASTER_ADDR/MASTER_PORT of node 0 (now " + cluster->main_address() + ":" +
+                           std::to_string(cluster->main_port()) + ").");
+    }
   }
-  plan_.num_nodes = options.num_nodes;
+  p.main_address = cluster->main_address();
+  p.main_port = cluster->main_port();
 
-  std::string strategy = options.strategy;
-  const int64_t processes = static_cast<int64_t>(plan_.device_ids.size()) * plan_.num_nodes;
-  if (strategy == "auto") {
-    strategy = processes > 1 ? "ddp" : "single_device";
+  // 7. Devices as names, and this process's own.
+  for (const auto& d : accelerator->get_parallel_devices(p.device_ids)) {
+    p.parallel_devices.push_back(p.accelerator == "cpu" ? "cpu" : d.str());
   }
-  if (!strategy_registry().contains(strategy)) {
-    throw ConfigError("strategy='" + strategy + "' (from strategy='" + options.strategy + "', devices='" +
-                      options.devices + "', num_nodes=" + std::to_string(options.num_nodes) +
-                      ") is not registered in this build. Known strategies: " + strategy_registry().known_keys() +
-                      ". Use devices=1 and num_nodes=1 with strategy=\"single_device\".");
+  const size_t root = spec.one_process_per_node ? 0 : static_cast<size_t>(p.local_rank);
+  if (root >= p.parallel_devices.size()) {
+    throw ConfigError("local rank " + std::to_string(p.local_rank) + " has no device: devices=" + options.devices +
+                      " gives " + std::to_string(p.parallel_devices.size()) + " per node.");
   }
-  if (strategy == "single_device" && processes != 1) {
-    throw ConfigError("strategy='single_device' runs one process on one device, but devices='" + options.devices +
-                      "' and num_nodes=" + std::to_string(options.num_nodes) + " ask for " +
-                      std::to_string(processes) + ". Use devices=1 and num_nodes=1.");
-  }
-  plan_.strategy = strategy;
-
-  plan_.precision = normalize_precision(options.precision);
-  if (!precision_registry().contains(plan_.precision)) {
-    throw ConfigError("precision='" + options.precision + "' is not available in this build. Known: " +
-                      precision_registry().known_keys() + " (legacy spellings 32, 64, 16, \"bf16\" are accepted).");
-  }
-  plan_.environment = make_environment()->name();  // also validates the launcher's variables
+  p.root_device = p.parallel_devices[root];
 }
 
-std::shared_ptr<strategies::Strategy> AcceleratorConnector::create_strategy() const {
-  return strategy_registry().create(plan_.strategy, plan_);
+std::shared_ptr<strategies::Strategy> AcceleratorConnector::build_stack(const Plan& p) {
+  auto factory = strategies::strategy_factory(p.strategy);
+  if (!factory) {
+    throw NotSupportedError("strategy='" + p.strategy + "' resolves (volt plan shows its layout), but this build of "
+                            "Volt has no " + p.strategy + " training routine. Train with devices=1 and "
+                            "strategy=\"single_device\" (or \"auto\").");
+  }
+  auto make_precision = precision::precision_factory(p.precision);
+  if (!make_precision) {
+    throw NotSupportedError("precision='" + p.precision + "' is valid, but this build of Volt has no plug-in for it. "
+                            "Use precision=\"32-true\".");
+  }
+  std::shared_ptr<accelerators::Accelerator> accelerator;
+  if (p.accelerator == "cuda") {
+    accelerator = std::make_shared<accelerators::CUDAAccelerator>(accelerators::CUDAAccelerator::device_count());
+  } else if (p.accelerator == "tpu") {
+    accelerator = std::make_shared<accelerators::TPUAccelerator>(accelerators::TPUAccelerator::probe(Environ::current()));
+  } else {
+    accelerator = std::make_shared<accelerators::CPUAccelerator>(p.num_threads);
+  }
+  auto environment = std::make_shared<environments::StaticEnvironment>(
+      p.cluster_env, p.processes_started_externally, p.main_address, p.main_port, p.world_size, p.global_rank,
+      p.local_rank, p.node_rank);
+  const auto devices = accelerator->get_parallel_devices(p.device_ids);
+  const auto& spec = strategies::strategy_spec(p.strategy);
+  const size_t root = spec.one_process_per_node ? 0 : static_cast<size_t>(p.local_rank);
+  strategies::StrategyParts parts{spec,
+                                  accelerator,
+                                  make_precision(),
+                                  environment,
+                                  std::make_shared<checkpoint_io::TorchCheckpointIO>(),
+                                  devices,
+                                  devices.at(root)};
+  return factory(parts);
 }
 
 std::string Plan::describe() const {
   std::ostringstream out;
-  out << "accelerator: " << accelerator << "\n";
-  if (accelerator == "cpu") {
-    out << "devices:     " << device_ids.size() << (device_ids.size() == 1 ? " process" : " processes")
-        << " per node\n";
-  } else {
-    out << "devices:     ";
-    for (size_t i = 0; i < device_ids.size(); ++i) out << (i ? "," : "") << accelerator << ":" << device_ids[i];
-    out << "\n";
-  }
-  out << "num_nodes:   " << num_nodes << "\n";
-  out << "strategy:    " << strategy << "\n";
-  out << "precision:   " << precision << "\n";
-  out << "environment: " << environment << "\n";
-  out << "threads:     " << num_threads << " per process\n";
+  auto row = [&](const char* key, const std::string& value) { out << "  " << key << std::string(18 - std::string(key).size(), ' ') << value << "\n"; };
+  std::string devices;
+  for (const auto& d : parallel_devices) devices += (devices.empty() ? "" : ", ") + d;
+  row("accelerator", accelerator + (tpu_platform.empty() ? "" : " (" + tpu_platform + ")"));
+  row("strategy", strategy + (find_unused_parameters ? " (find_unused_parameters)" : ""));
+  row("precision", precision);
+  row("cluster_env", cluster_env + (processes_started_externally ? " (processes started by the launcher)" : ""));
+  row("launcher", launcher);
+  row("num_nodes", std::to_string(num_nodes));
+  row("num_devices", std::to_string(num_devices) + " per node");
+  row("num_processes", std::to_string(num_processes) + " per node");
+  row("world_size", std::to_string(world_size));
+  row("ranks", "global " + std::to_string(global_rank) + ", local " + std::to_string(local_rank) + ", node " +
+                   std::to_string(node_rank));
+  row("parallel_devices", devices);
+  row("root_device", root_device);
+  row("main_address", main_address + ":" + std::to_string(main_port));
+  if (accelerator == "cpu") row("threads", std::to_string(num_threads) + " per process");
+  row("hardware", hardware);
+  for (const auto& w : warnings) row("warning", w);
   return out.str();
+}
+
+std::string Plan::to_json() const {
+  nlohmann::json j = {{"accelerator", accelerator},
+                      {"strategy", strategy},
+                      {"precision", precision},
+                      {"cluster_env", cluster_env},
+                      {"launcher", launcher},
+                      {"num_nodes", num_nodes},
+                      {"num_devices", num_devices},
+                      {"num_processes", num_processes},
+                      {"world_size", world_size},
+                      {"global_rank", global_rank},
+                      {"local_rank", local_rank},
+                      {"node_rank", node_rank},
+                      {"parallel_devices", parallel_devices},
+                      {"device_ids", device_ids},
+                      {"root_device", root_device},
+                      {"main_address", main_address},
+                      {"main_port", main_port},
+                      {"find_unused_parameters", find_unused_parameters},
+                      {"num_threads", num_threads},
+                      {"hardware", hardware},
+                      {"warnings", warnings}};
+  if (!tpu_platform.empty()) j["tpu_platform"] = tpu_platform;
+  return j.dump();
 }
 
 std::string AcceleratorConnector::describe_registries() {
   std::ostringstream out;
-  out << "accelerators:\n";
-  for (const auto& [k, d] : accelerator_registry().list()) out << "  " << k << ": " << d << "\n";
+  out << "accelerators:\n"
+      << "  cpu: the CPU; devices counts processes, num_threads sets intra-op threads\n"
+      << "  cuda (gpu): NVIDIA GPUs" << (accelerators::CUDAAccelerator::compiled_with_cuda() ? "" : " (this build: no CUDA)")
+      << "\n  tpu: TPU hosts (Colab, Kaggle, Cloud TPU VMs)\n";
   out << "strategies:\n";
-  for (const auto& [k, d] : strategy_registry().list()) out << "  " << k << ": " << d << "\n";
+  for (const auto& s : strategies::strategy_specs()) {
+    out << "  " << s.name << ": " << s.description << (strategies::strategy_factory(s.name) ? "" : " [plan only]")
+        << "\n";
+  }
   out << "precision:\n";
-  for (const auto& [k, d] : precision_registry().list()) out << "  " << k << ": " << d << "\n";
+  for (const auto& s : precision::precision_specs()) {
+    out << "  " << s.name << ": " << s.description << (precision::precision_factory(s.name) ? "" : " [plan only]")
+        << "\n";
+  }
+  out << "cluster environments (detection order):\n ";
+  for (const auto& n : environments::environment_names()) out << " " << n;
+  out << "\n";
   return out.str();
 }
 

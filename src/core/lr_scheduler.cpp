@@ -45,6 +45,7 @@ StepLR::StepLR(torch::optim::Optimizer& optimizer, int64_t step_size, double gam
   if (step_size <= 0) {
     throw ConfigError("StepLR step_size=" + std::to_string(step_size) + " must be a positive count of intervals.");
   }
+  apply();
 }
 double StepLR::lr_at(double base_lr, int64_t epoch) const {
   return base_lr * std::pow(gamma_, static_cast<double>(epoch / step_size_));
@@ -55,6 +56,7 @@ MultiStepLR::MultiStepLR(torch::optim::Optimizer& optimizer, std::vector<int64_t
   if (!std::is_sorted(milestones_.begin(), milestones_.end())) {
     throw ConfigError("MultiStepLR milestones must be increasing; sort them.");
   }
+  apply();
 }
 double MultiStepLR::lr_at(double base_lr, int64_t epoch) const {
   auto passed = std::upper_bound(milestones_.begin(), milestones_.end(), epoch) - milestones_.begin();
@@ -62,7 +64,9 @@ double MultiStepLR::lr_at(double base_lr, int64_t epoch) const {
 }
 
 ExponentialLR::ExponentialLR(torch::optim::Optimizer& optimizer, double gamma)
-    : LRScheduler(optimizer), gamma_(gamma) {}
+    : LRScheduler(optimizer), gamma_(gamma) {
+  apply();
+}
 double ExponentialLR::lr_at(double base_lr, int64_t epoch) const {
   return base_lr * std::pow(gamma_, static_cast<double>(epoch));
 }
@@ -72,6 +76,7 @@ CosineAnnealingLR::CosineAnnealingLR(torch::optim::Optimizer& optimizer, int64_t
   if (t_max <= 0) {
     throw ConfigError("CosineAnnealingLR t_max=" + std::to_string(t_max) + " must be a positive count of intervals.");
   }
+  apply();
 }
 double CosineAnnealingLR::lr_at(double base_lr, int64_t epoch) const {
   const double t = static_cast<double>(std::min(epoch, t_max_));
@@ -81,6 +86,7 @@ double CosineAnnealingLR::lr_at(double base_lr, int64_t epoch) const {
 LambdaLR::LambdaLR(torch::optim::Optimizer& optimizer, std::function<double(int64_t)> factor)
     : LRScheduler(optimizer), factor_(std::move(factor)) {
   if (!factor_) throw ConfigError("LambdaLR needs a factor function; none was given.");
+  apply();
 }
 double LambdaLR::lr_at(double base_lr, int64_t epoch) const {
   return base_lr * factor_(epoch);

@@ -24,7 +24,6 @@
 
 #include "volt/accelerators/cpu_accelerator.h"
 #include "volt/checkpoint_io/torch_checkpoint_io.h"
-#include "volt/connectors/accelerator_connector.h"
 #include "volt/core/error.h"
 #include "volt/core/registry.h"
 #include "volt/core/trainer_options.h"
@@ -38,8 +37,6 @@ namespace fs = std::filesystem;
 using volt::ConfigError;
 using volt::TrainerOptions;
 using volt::accelerators::CPUAccelerator;
-using volt::connectors::AcceleratorConnector;
-using volt::connectors::Plan;
 using volt::environments::DefaultEnvironment;
 using volt::precision::ClipAlgorithm;
 using volt::strategies::ReduceOp;
@@ -55,8 +52,8 @@ class ScopedEnv {
  public:
   ScopedEnv() : ScopedEnv(std::initializer_list<std::pair<const char*, const char*>>{}) {}
   explicit ScopedEnv(std::initializer_list<std::pair<const char*, const char*>> set) {
-    for (const char* name : {"MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK", "WORLD_SIZE", "GROUP_RANK",
-                             "NODE_RANK"}) {
+    for (const char* name :
+         {"MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK", "WORLD_SIZE", "GROUP_RANK", "NODE_RANK"}) {
       const char* old = std::getenv(name);
       saved_.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
       ::unsetenv(name);
@@ -129,8 +126,7 @@ TEST(CPUAccelerator, NegativeThreadCountThrowsConfigError) {
 TEST(CPUAccelerator, SetupDeviceRejectsNonCpuDevice) {
   CPUAccelerator accelerator(1);
   const int previous = at::get_num_threads();
-  const std::string msg =
-      error_message<ConfigError>([&] { accelerator.setup_device(c10::Device(c10::kCUDA, 0)); });
+  const std::string msg = error_message<ConfigError>([&] { accelerator.setup_device(c10::Device(c10::kCUDA, 0)); });
   EXPECT_TRUE(contains(msg, "cuda:0")) << msg;
   EXPECT_EQ(at::get_num_threads(), previous);
 }
@@ -145,6 +141,23 @@ TEST(CPUAccelerator, DeviceStatsReportCpuAndMemory) {
   EXPECT_GT(stats.at("rss_mb"), 0.0);
   EXPECT_GT(stats.at("vm_total_mb"), 0.0);
   EXPECT_LE(stats.at("rss_mb"), stats.at("vm_total_mb"));
+}
+
+// BUG (src/accelerators/cpu_accelerator.cpp, get_device_stats): the first call on a
+// thread divides the process's whole CPU time (since start) by the microseconds since the
+// thread_local clock was initialised in that same call, so cpu_percent comes out in the
+// millions. Expected: a share no larger than every core busy (e.g. measure the first
+// interval from process start, or report 0 on the first call).
+TEST(CPUAccelerator, FirstDeviceStatsReadingIsAPlausiblePercentage) {
+  // Burn a little CPU so the process has CPU time to report.
+  volatile double sink = 0;
+  for (int i = 0; i < 2000000; ++i) sink = sink + i * 1e-9;
+  CPUAccelerator accelerator(1);
+  double first = -1;
+  // A fresh thread: its thread_local sampling state starts empty, as on a first call.
+  std::thread([&] { first = accelerator.get_device_stats(c10::Device(c10::kCPU)).at("cpu_percent"); }).join();
+  EXPECT_GE(first, 0.0);
+  EXPECT_LE(first, 100.0 * static_cast<double>(hardware_threads()) * 1.5);
 }
 
 TEST(CPUAccelerator, ParallelDevicesAreOneCpuPerId) {
@@ -169,7 +182,9 @@ TEST(DefaultEnvironment, DefaultsToOneLocalProcess) {
   EXPECT_EQ(e.local_rank(), 0);
   EXPECT_EQ(e.node_rank(), 0);
   EXPECT_EQ(e.main_address(), "127.0.0.1");
-  EXPECT_EQ(e.main_port(), 29500);
+  // No MASTER_PORT: a port nobody listens on is picked for the job Volt will launch.
+  EXPECT_GT(e.main_port(), 0);
+  EXPECT_LE(e.main_port(), 65535);
 }
 
 TEST(DefaultEnvironment, ReadsTorchrunVariables) {
@@ -299,200 +314,6 @@ TEST(Registry, UnknownKeyThrowsConfigErrorListingKnownKeys) {
   EXPECT_THROW(registry.description("circle"), ConfigError);
 }
 
-// ---------------------------------------------------------------- AcceleratorConnector
-
-TrainerOptions options_with(std::function<void(TrainerOptions&)> edit) {
-  TrainerOptions o;
-  edit(o);
-  return o;
-}
-
-std::string connector_error(const TrainerOptions& options) {
-  ScopedEnv env;
-  return error_message<volt::Error>([&] { AcceleratorConnector connector(options); });
-}
-
-TEST(AcceleratorConnector, DefaultsPlanOneCpuProcessAtFullPrecision) {
-  ScopedEnv env;
-  AcceleratorConnector connector{TrainerOptions{}};
-  const Plan& plan = connector.plan();
-  EXPECT_EQ(plan.accelerator, "cpu");
-  EXPECT_EQ(plan.device_ids, std::vector<int64_t>{0});
-  EXPECT_EQ(plan.num_nodes, 1);
-  EXPECT_EQ(plan.strategy, "single_device");
-  EXPECT_EQ(plan.precision, "32-true");
-  EXPECT_EQ(plan.environment, "default");
-  EXPECT_EQ(plan.num_threads, hardware_threads());
-}
-
-TEST(AcceleratorConnector, ExplicitCpuOneDeviceSingleDeviceIsAccepted) {
-  ScopedEnv env;
-  AcceleratorConnector connector(options_with([](TrainerOptions& o) {
-    o.accelerator = "cpu";
-    o.devices = "1";
-    o.strategy = "single_device";
-  }));
-  EXPECT_EQ(connector.plan().device_ids, std::vector<int64_t>{0});
-  EXPECT_EQ(connector.plan().strategy, "single_device");
-}
-
-TEST(AcceleratorConnector, HonoursNumThreads) {
-  ScopedEnv env;
-  AcceleratorConnector connector(options_with([](TrainerOptions& o) { o.num_threads = 3; }));
-  EXPECT_EQ(connector.plan().num_threads, 3);
-  auto strategy = connector.create_strategy();
-  auto* cpu = dynamic_cast<CPUAccelerator*>(&strategy->accelerator());
-  ASSERT_NE(cpu, nullptr);
-  EXPECT_EQ(cpu->num_threads(), 3);
-}
-
-TEST(AcceleratorConnector, NormalisesLegacyPrecisionSpellings) {
-  EXPECT_EQ(AcceleratorConnector::normalize_precision("32"), "32-true");
-  EXPECT_EQ(AcceleratorConnector::normalize_precision("32-true"), "32-true");
-  EXPECT_EQ(AcceleratorConnector::normalize_precision("64"), "64-true");
-  EXPECT_EQ(AcceleratorConnector::normalize_precision("16"), "16-mixed");
-  EXPECT_EQ(AcceleratorConnector::normalize_precision("bf16"), "bf16-mixed");
-  EXPECT_EQ(AcceleratorConnector::normalize_precision("bf16-true"), "bf16-true");
-  ScopedEnv env;
-  AcceleratorConnector connector(options_with([](TrainerOptions& o) { o.precision = "32"; }));
-  EXPECT_EQ(connector.plan().precision, "32-true");
-}
-
-TEST(AcceleratorConnector, DevicesZeroIsRejected) {
-  const std::string msg = connector_error(options_with([](TrainerOptions& o) { o.devices = "0"; }));
-  EXPECT_TRUE(contains(msg, "devices")) << msg;
-}
-
-TEST(AcceleratorConnector, EmptyDevicesIsRejected) {
-  const std::string msg = connector_error(options_with([](TrainerOptions& o) { o.devices = ""; }));
-  EXPECT_TRUE(contains(msg, "devices")) << msg;
-}
-
-TEST(AcceleratorConnector, NonNumericDevicesIsRejected) {
-  const std::string msg = connector_error(options_with([](TrainerOptions& o) { o.devices = "abc"; }));
-  EXPECT_TRUE(contains(msg, "abc")) << msg;
-}
-
-TEST(AcceleratorConnector, AllDevicesOnCpuIsRejected) {
-  const std::string msg = connector_error(options_with([](TrainerOptions& o) {
-    o.accelerator = "cpu";
-    o.devices = "-1";
-  }));
-  EXPECT_TRUE(contains(msg, "devices=-1")) << msg;
-}
-
-TEST(AcceleratorConnector, DeviceIdListOnCpuIsRejected) {
-  const std::string msg = connector_error(options_with([](TrainerOptions& o) {
-    o.accelerator = "cpu";
-    o.devices = "0,1";
-  }));
-  EXPECT_TRUE(contains(msg, "0,1")) << msg;
-  EXPECT_TRUE(contains(msg, "devices=2")) << msg;  // the fix: a process count
-}
-
-TEST(AcceleratorConnector, TwoCpuProcessesNeedUnregisteredDdpAndListKnownStrategies) {
-  const std::string msg = connector_error(options_with([](TrainerOptions& o) { o.devices = "2"; }));
-  EXPECT_TRUE(contains(msg, "ddp")) << msg;
-  EXPECT_TRUE(contains(msg, "single_device")) << msg;
-}
-
-TEST(AcceleratorConnector, SingleDeviceWithTwoProcessesIsRejected) {
-  ScopedEnv env;
-  EXPECT_THROW(AcceleratorConnector(options_with([](TrainerOptions& o) {
-                 o.devices = "2";
-                 o.strategy = "single_device";
-               })),
-               ConfigError);
-}
-
-TEST(AcceleratorConnector, ZeroNodesIsRejected) {
-  ScopedEnv env;
-  const std::string msg = error_message<ConfigError>(
-      [] { AcceleratorConnector c(options_with([](TrainerOptions& o) { o.num_nodes = 0; })); });
-  EXPECT_TRUE(contains(msg, "num_nodes")) << msg;
-}
-
-TEST(AcceleratorConnector, GpuAndCudaAreRejectedPointingToCpu) {
-  for (const char* name : {"gpu", "cuda"}) {
-    const std::string msg = connector_error(options_with([&](TrainerOptions& o) { o.accelerator = name; }));
-    EXPECT_TRUE(contains(msg, name)) << msg;
-    EXPECT_TRUE(contains(msg, "cpu")) << msg;
-  }
-}
-
-TEST(AcceleratorConnector, TpuIsRejected) {
-  const std::string msg = connector_error(options_with([](TrainerOptions& o) { o.accelerator = "tpu"; }));
-  EXPECT_TRUE(contains(msg, "tpu")) << msg;
-}
-
-TEST(AcceleratorConnector, UnknownAcceleratorListsKnownOnes) {
-  ScopedEnv env;
-  const std::string msg = error_message<ConfigError>(
-      [] { AcceleratorConnector c(options_with([](TrainerOptions& o) { o.accelerator = "foo"; })); });
-  EXPECT_TRUE(contains(msg, "foo")) << msg;
-  EXPECT_TRUE(contains(msg, "cpu")) << msg;
-}
-
-TEST(AcceleratorConnector, UnknownStrategyListsKnownOnes) {
-  ScopedEnv env;
-  const std::string msg = error_message<ConfigError>(
-      [] { AcceleratorConnector c(options_with([](TrainerOptions& o) { o.strategy = "foo"; })); });
-  EXPECT_TRUE(contains(msg, "foo")) << msg;
-  EXPECT_TRUE(contains(msg, "single_device")) << msg;
-}
-
-TEST(AcceleratorConnector, UnregisteredPrecisionListsKnownOnes) {
-  ScopedEnv env;
-  const std::string msg = error_message<ConfigError>(
-      [] { AcceleratorConnector c(options_with([](TrainerOptions& o) { o.precision = "bf16-mixed"; })); });
-  EXPECT_TRUE(contains(msg, "bf16-mixed")) << msg;
-  EXPECT_TRUE(contains(msg, "32-true")) << msg;
-}
-
-TEST(AcceleratorConnector, BadLauncherVariablesAreRejectedAtConstruction) {
-  ScopedEnv env({{"RANK", "abc"}, {"WORLD_SIZE", "1"}});
-  EXPECT_THROW(AcceleratorConnector{TrainerOptions{}}, ConfigError);
-}
-
-TEST(AcceleratorConnector, PlanDescribeMentionsEveryField) {
-  Plan plan;
-  plan.accelerator = "acc_x";
-  plan.device_ids = {0, 1};
-  plan.num_nodes = 3;
-  plan.strategy = "strat_y";
-  plan.precision = "prec_z";
-  plan.environment = "env_w";
-  plan.num_threads = 7;
-  const std::string text = plan.describe();
-  for (const char* expected : {"accelerator", "acc_x", "devices", "0,1", "num_nodes", "3", "strategy", "strat_y",
-                               "precision", "prec_z", "environment", "env_w", "threads", "7"}) {
-    EXPECT_TRUE(contains(text, expected)) << "missing '" << expected << "' in:\n" << text;
-  }
-}
-
-TEST(AcceleratorConnector, CreateStrategyBuildsSingleDeviceStackOnCpu) {
-  ScopedEnv env;
-  AcceleratorConnector connector{TrainerOptions{}};
-  auto strategy = connector.create_strategy();
-  ASSERT_NE(strategy, nullptr);
-  EXPECT_NE(dynamic_cast<SingleDeviceStrategy*>(strategy.get()), nullptr);
-  EXPECT_EQ(strategy->name(), "single_device");
-  EXPECT_TRUE(strategy->root_device().is_cpu());
-  EXPECT_EQ(strategy->accelerator().name(), "cpu");
-  EXPECT_EQ(strategy->precision().name(), "32-true");
-  EXPECT_EQ(strategy->cluster_environment().name(), "default");
-  EXPECT_NE(dynamic_cast<volt::checkpoint_io::TorchCheckpointIO*>(&strategy->checkpoint_io()), nullptr);
-  // A fresh stack each time.
-  EXPECT_NE(connector.create_strategy().get(), strategy.get());
-}
-
-TEST(AcceleratorConnector, DescribeRegistriesListsBuiltIns) {
-  const std::string text = AcceleratorConnector::describe_registries();
-  EXPECT_TRUE(contains(text, "cpu")) << text;
-  EXPECT_TRUE(contains(text, "single_device")) << text;
-  EXPECT_TRUE(contains(text, "32-true")) << text;
-}
-
 // ---------------------------------------------------------------- SingleDeviceStrategy
 
 // A module that builds its layer in configure_model, as Lightning recommends.
@@ -526,10 +347,9 @@ class TempDir {
 
 std::shared_ptr<SingleDeviceStrategy> make_strategy(int64_t threads = 1) {
   ScopedEnv env;
-  return std::make_shared<SingleDeviceStrategy>(c10::Device(c10::kCPU), std::make_shared<CPUAccelerator>(threads),
-                                                std::make_shared<volt::precision::Precision>(),
-                                                std::make_shared<DefaultEnvironment>(),
-                                                std::make_shared<volt::checkpoint_io::TorchCheckpointIO>());
+  return std::make_shared<SingleDeviceStrategy>(
+      c10::Device(c10::kCPU), std::make_shared<CPUAccelerator>(threads), std::make_shared<volt::precision::Precision>(),
+      std::make_shared<DefaultEnvironment>(), std::make_shared<volt::checkpoint_io::TorchCheckpointIO>());
 }
 
 TEST(SingleDeviceStrategy, NullComponentThrowsConfigError) {

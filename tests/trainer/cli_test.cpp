@@ -202,6 +202,11 @@ TEST(Cli, EveryTrainerFieldIsSettableByFlag) {
                           "--trainer.precision=64-true",
                           "--trainer.num_nodes=2",
                           "--trainer.num_threads=4",
+                          "--trainer.cluster_environment=slurm",
+                          "--trainer.slurm_auto_detect=false",
+                          "--trainer.slurm_auto_requeue=false",
+                          "--trainer.slurm_requeue_signal=SIGTERM",
+                          "--trainer.slurm_requeue_command=echo requeue",
                           "--trainer.max_epochs=5",
                           "--trainer.min_epochs=1",
                           "--trainer.max_steps=100",
@@ -232,6 +237,11 @@ TEST(Cli, EveryTrainerFieldIsSettableByFlag) {
   EXPECT_EQ(o.precision, "64-true");
   EXPECT_EQ(o.num_nodes, 2);
   EXPECT_EQ(o.num_threads, 4);
+  EXPECT_EQ(o.cluster_environment, "slurm");
+  EXPECT_FALSE(o.slurm_auto_detect);
+  EXPECT_FALSE(o.slurm_auto_requeue);
+  EXPECT_EQ(o.slurm_requeue_signal, "SIGTERM");
+  EXPECT_EQ(o.slurm_requeue_command, "echo requeue");
   EXPECT_EQ(o.max_epochs, 5);
   EXPECT_EQ(o.min_epochs, 1);
   EXPECT_EQ(o.max_steps, 100);

@@ -6,6 +6,8 @@
 
 #include <c10/core/Device.h>
 
+#include "volt/accelerators/devices.h"
+
 namespace volt::accelerators {
 
 /// Hardware only: find devices, check them, prepare and release them, report their
@@ -19,6 +21,9 @@ class Accelerator {
   virtual bool is_available() const = 0;
   /// Devices (or, for CPU, processes) to use when devices="auto".
   virtual int64_t auto_device_count() const = 0;
+  /// Resolves the devices flag into logical ids (CPU: 0..n-1, one per process). Throws
+  /// ConfigError when the request does not fit this machine, naming what exists.
+  virtual std::vector<int64_t> parse_devices(const DevicesSpec& spec) const = 0;
   /// The devices behind a resolved list of ids (for CPU: n times cpu).
   virtual std::vector<c10::Device> get_parallel_devices(const std::vector<int64_t>& ids) const = 0;
   /// Prepares `device` for this process (threads for CPU, the current device for CUDA).

@@ -14,6 +14,8 @@ class CPUAccelerator : public Accelerator {
   bool is_available() const override { return true; }
   /// One process: on CPU, `devices` counts processes.
   int64_t auto_device_count() const override { return 1; }
+  /// A count n gives n processes; -1, lists of ids are errors (CPU takes a process count).
+  std::vector<int64_t> parse_devices(const DevicesSpec& spec) const override;
   std::vector<c10::Device> get_parallel_devices(const std::vector<int64_t>& ids) const override;
   void setup_device(const c10::Device& device) override;
   void teardown() override;

@@ -4,37 +4,63 @@
 #include <string>
 #include <vector>
 
+#include "volt/accelerators/hardware_probe.h"
+#include "volt/core/environ.h"
 #include "volt/core/trainer_options.h"
 #include "volt/strategies/strategy.h"
 
 namespace volt::connectors {
 
-/// The resolved hardware stack: what the flags and the environment turned into.
+/// The resolved hardware stack: everything the flags, the environment and the hardware
+/// turned into. A value: the Trainer builds its strategy stack from it and nothing else.
 struct Plan {
-  std::string accelerator;         ///< registry key of the accelerator, e.g. "cpu"
-  std::vector<int64_t> device_ids;  ///< logical ids (CPU: 0..n-1, one per process)
+  std::string accelerator;   ///< "cpu", "cuda", "tpu"
+  std::string strategy;      ///< a registry name, e.g. "single_device", "ddp"
+  std::string precision;     ///< normalised, e.g. "32-true"
+  std::string cluster_env;   ///< "default", "torchelastic", "slurm", "lsf", "mpi", "kubeflow", "tpu"
+  std::string launcher;      ///< "none", "subprocess", "spawn"
   int64_t num_nodes = 1;
-  std::string strategy;            ///< registry key, e.g. "single_device"
-  std::string precision;           ///< normalised, e.g. "32-true"
-  std::string environment;         ///< cluster environment, e.g. "default"
-  int64_t num_threads = 1;         ///< intra-op threads per process (CPU)
-  /// Human-readable, one fact per line (what `volt plan` and the Trainer print).
+  int64_t num_devices = 1;    ///< devices per node
+  int64_t num_processes = 1;  ///< processes per node
+  int64_t world_size = 1;
+  int64_t global_rank = 0;
+  int64_t local_rank = 0;
+  int64_t node_rank = 0;
+  std::vector<std::string> parallel_devices;  ///< e.g. {"cuda:0", "cuda:1"}, {"cpu", "cpu"}
+  std::vector<int64_t> device_ids;             ///< logical ids
+  std::string root_device;                     ///< this process's device
+  std::string main_address;
+  int main_port = 0;
+  bool processes_started_externally = false;  ///< by torchrun, srun, mpirun, ...
+  bool find_unused_parameters = false;
+  int64_t num_threads = 1;  ///< intra-op threads per process (CPU)
+  std::string tpu_platform;  ///< "colab", "kaggle", "gce", "unknown" on TPU hosts
+  std::string hardware;      ///< where the hardware facts came from
+  std::vector<std::string> warnings;
+
+  /// A table, one fact per line (what `volt plan` and the example print).
   std::string describe() const;
+  /// One JSON object with the keys above (what `volt plan --json` prints).
+  std::string to_json() const;
 };
 
 /// Turns the Trainer's hardware flags (accelerator, devices, strategy, precision,
-/// num_nodes) and the environment into a Plan and builds its strategy stack. Every
-/// flag is checked here, at Trainer construction, before any process starts.
+/// num_nodes, cluster_environment) with an environment snapshot and a hardware probe
+/// into a Plan, in one ordered procedure (docs/hardware-plan.md), checking everything
+/// before any process starts; then builds the Plan's strategy stack.
 class AcceleratorConnector {
  public:
+  /// This process's variables and this machine's hardware.
   explicit AcceleratorConnector(const TrainerOptions& options);
-  const Plan& plan() const { return plan_; }
-  /// A fresh strategy with its accelerator, precision, environment and checkpoint IO.
-  std::shared_ptr<strategies::Strategy> create_strategy() const;
+  AcceleratorConnector(const TrainerOptions& options, const Environ& env, const accelerators::HardwareProbe& probe);
 
-  /// Lightning's legacy spellings: 32 -> "32-true", 16 -> "16-mixed", "bf16" -> "bf16-mixed".
-  static std::string normalize_precision(const std::string& precision);
-  /// The accelerator, strategy and precision names this build knows, with descriptions.
+  const Plan& plan() const { return plan_; }
+  /// A fresh strategy with its accelerator, precision, environment and checkpoint IO, from
+  /// the plan alone. Throws NotSupportedError when this build cannot train with it.
+  std::shared_ptr<strategies::Strategy> create_strategy() const { return build_stack(plan_); }
+  static std::shared_ptr<strategies::Strategy> build_stack(const Plan& plan);
+
+  /// The accelerator, strategy, precision and environment names, with descriptions.
   static std::string describe_registries();
 
  private:

@@ -19,7 +19,7 @@ class LRScheduler {
 
   /// Advances one interval (an epoch or a step, as configured) and sets the new rates.
   void step();
-  /// The rates set by the last step (or the base rates before any step).
+  /// The rates in effect now (after construction: the rates of step 0).
   std::vector<double> get_last_lr() const;
   /// How many times step() ran.
   int64_t last_epoch() const { return last_epoch_; }
@@ -30,9 +30,11 @@ class LRScheduler {
  protected:
   /// The rate of a group whose base rate is `base_lr`, after `epoch` steps.
   virtual double lr_at(double base_lr, int64_t epoch) const = 0;
+  /// Sets the rates of the current step; each concrete constructor calls it once (the
+  /// base constructor cannot reach lr_at), so step 0's rates hold from the start.
+  void apply();
 
  private:
-  void apply();
   torch::optim::Optimizer& optimizer_;
   std::vector<double> base_lrs_;
   int64_t last_epoch_ = 0;

@@ -18,6 +18,14 @@ struct TrainerOptions {
   int64_t num_nodes = 1;
   /// Intra-op threads per process on CPU; 0: all cores of this machine.
   int64_t num_threads = 0;
+  /// auto (detect), or one of slurm, torchelastic, kubeflow, lsf, mpi, tpu, default.
+  std::string cluster_environment = "auto";
+  /// Treat srun jobs as SLURM jobs (false: ignore SLURM's variables).
+  bool slurm_auto_detect = true;
+  /// On the requeue signal, save a checkpoint and requeue the job.
+  bool slurm_auto_requeue = true;
+  std::string slurm_requeue_signal = "SIGUSR1";
+  std::string slurm_requeue_command = "scontrol requeue";
 
   // --- how long ---
   /// -1: 1000 when max_steps is -1, else unlimited (Lightning).

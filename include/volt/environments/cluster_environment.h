@@ -22,6 +22,9 @@ class ClusterEnvironment {
   /// Set by a strategy once it knows the process layout.
   virtual void set_world_size(int64_t size) = 0;
   virtual void set_global_rank(int64_t rank) = 0;
+  /// Checks the job against the Trainer's layout (devices per node, num_nodes) before
+  /// anything starts; throws ConfigError when they disagree. Default: nothing to check.
+  virtual void validate(int64_t /*devices_per_node*/, int64_t /*num_nodes*/) const {}
 };
 
 }  // namespace volt::environments

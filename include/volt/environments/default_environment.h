@@ -1,35 +1,26 @@
 #pragma once
-#include "volt/environments/cluster_environment.h"
+#include "volt/core/environ.h"
+#include "volt/environments/fixed_layout_environment.h"
 
 namespace volt::environments {
 
 /// torchrun's variables (MASTER_ADDR, MASTER_PORT, RANK, LOCAL_RANK, WORLD_SIZE,
-/// GROUP_RANK/NODE_RANK), defaulting to a single process on 127.0.0.1 when unset.
-/// Lightning's LightningEnvironment.
-class DefaultEnvironment : public ClusterEnvironment {
+/// GROUP_RANK or NODE_RANK) set by any launcher, or a single local process when they
+/// are unset (Lightning's LightningEnvironment). Without MASTER_PORT a free port of this
+/// machine is picked for a job Volt launches itself.
+class DefaultEnvironment : public FixedLayoutEnvironment {
  public:
-  DefaultEnvironment();
-  /// True when the variables say a launcher started this process (WORLD_SIZE and RANK set).
-  static bool detect();
+  explicit DefaultEnvironment(const Environ& env = Environ::current());
+  /// True when the variables say a launcher started this process (WORLD_SIZE and RANK).
+  static bool detect(const Environ& env = Environ::current());
   std::string name() const override { return "default"; }
   bool creates_processes_externally() const override { return external_; }
-  std::string main_address() const override { return main_address_; }
-  int main_port() const override { return main_port_; }
-  int64_t world_size() const override { return world_size_; }
-  int64_t global_rank() const override { return global_rank_; }
-  int64_t local_rank() const override { return local_rank_; }
-  int64_t node_rank() const override { return node_rank_; }
-  void set_world_size(int64_t size) override { world_size_ = size; }
-  void set_global_rank(int64_t rank) override { global_rank_ = rank; }
+
+  /// A TCP port nobody listens on right now (bound and released on 127.0.0.1).
+  static int find_free_port();
 
  private:
   bool external_ = false;
-  std::string main_address_ = "127.0.0.1";
-  int main_port_ = 29500;
-  int64_t world_size_ = 1;
-  int64_t global_rank_ = 0;
-  int64_t local_rank_ = 0;
-  int64_t node_rank_ = 0;
 };
 
 }  // namespace volt::environments

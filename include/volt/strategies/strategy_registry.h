@@ -1,0 +1,52 @@
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "volt/strategies/strategy.h"
+
+namespace volt::strategies {
+
+/// What a strategy name means, before any class is built: Lightning's names, several of
+/// which share one class through stored arguments (ddp_find_unused_parameters_true is
+/// ddp with find_unused_parameters on).
+struct StrategySpec {
+  std::string name;
+  std::string description;
+  LauncherKind launcher = LauncherKind::kNone;
+  /// Accelerators it runs on ("cpu", "cuda", "tpu").
+  std::vector<std::string> accelerators;
+  /// One process drives every device of the node (dp), instead of one process per device.
+  bool one_process_per_node = false;
+  /// Exactly one device in the whole job (single_device, single_xla).
+  bool single_device = false;
+  bool find_unused_parameters = false;
+};
+
+/// Every strategy name Volt knows, in a fixed order.
+const std::vector<StrategySpec>& strategy_specs();
+/// The spec of `name`; ConfigError listing the known names when there is none.
+const StrategySpec& strategy_spec(const std::string& name);
+/// "none", "subprocess", "spawn".
+const char* to_string(LauncherKind kind);
+
+/// What a strategy is built from.
+struct StrategyParts {
+  const StrategySpec& spec;
+  std::shared_ptr<accelerators::Accelerator> accelerator;
+  std::shared_ptr<precision::Precision> precision;
+  std::shared_ptr<environments::ClusterEnvironment> environment;
+  std::shared_ptr<checkpoint_io::CheckpointIO> checkpoint_io;
+  std::vector<c10::Device> parallel_devices;
+  c10::Device root_device;
+};
+
+using StrategyFactory = std::function<std::shared_ptr<Strategy>(const StrategyParts&)>;
+
+/// The class behind a name, or nullptr when this build cannot train with it.
+StrategyFactory strategy_factory(const std::string& name);
+/// Registers (or replaces) the class behind a known name.
+void register_strategy_factory(const std::string& name, StrategyFactory factory);
+
+}  // namespace volt::strategies

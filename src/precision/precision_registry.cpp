@@ -1,0 +1,70 @@
+#include "volt/precision/precision_registry.h"
+
+#include <map>
+#include <mutex>
+
+#include "volt/core/error.h"
+
+namespace volt::precision {
+
+const std::vector<PrecisionSpec>& precision_specs() {
+  static const std::vector<PrecisionSpec> specs = {
+      {"32-true", "float32 parameters and computation"},
+      {"64-true", "float64 parameters, inputs and computation"},
+      {"16-mixed", "float32 parameters, float16 autocast regions, dynamic loss scaling (CUDA)"},
+      {"bf16-mixed", "float32 parameters, bfloat16 autocast regions"},
+      {"16-true", "float16 parameters and inputs"},
+      {"bf16-true", "bfloat16 parameters and inputs"},
+  };
+  return specs;
+}
+
+std::string normalize_precision(const std::string& given, std::vector<std::string>* warnings) {
+  if (given == "32" || given == "32-true") return "32-true";
+  if (given == "64" || given == "64-true") return "64-true";
+  if (given == "16" || given == "bf16") {
+    const std::string to = given == "16" ? "16-mixed" : "bf16-mixed";
+    if (warnings) {
+      warnings->push_back("precision=" + given + " is a legacy spelling; it means precision=\"" + to +
+                          "\". Write that to keep the meaning when the old form goes away.");
+    }
+    return to;
+  }
+  for (const auto& s : precision_specs()) {
+    if (s.name == given) return given;
+  }
+  std::string known;
+  for (const auto& s : precision_specs()) known += (known.empty() ? "" : ", ") + s.name;
+  throw ConfigError("precision='" + given + "' is not known. Valid values: " + known +
+                    " (and the legacy 32, 64, 16, \"bf16\").");
+}
+
+namespace {
+
+std::mutex& mutex() {
+  static std::mutex m;
+  return m;
+}
+
+std::map<std::string, PrecisionFactory>& factories() {
+  static std::map<std::string, PrecisionFactory> f = {
+      {"32-true", [] { return std::make_shared<Precision>(); }},
+  };
+  return f;
+}
+
+}  // namespace
+
+PrecisionFactory precision_factory(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mutex());
+  auto it = factories().find(name);
+  return it == factories().end() ? PrecisionFactory() : it->second;
+}
+
+void register_precision_factory(const std::string& name, PrecisionFactory factory) {
+  normalize_precision(name);
+  std::lock_guard<std::mutex> lock(mutex());
+  factories()[name] = std::move(factory);
+}
+
+}  // namespace volt::precision

@@ -1,0 +1,421 @@
+// Trainer flags checked at construction (one table of bad values), and the flags that
+// decide what a run leaves behind or how it repeats: fast_dev_run, seed, deterministic,
+// default_root_dir with checkpointing and logging, log_every_n_steps, ckpt_path.
+#include <gtest/gtest.h>
+
+#include <ATen/Context.h>
+#include <ATen/ops/equal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "support/boring_module.h"
+#include "volt/core/error.h"
+#include "volt/trainer/trainer.h"
+
+namespace {
+
+using volt::BatchLimit;
+using volt::ConfigError;
+using volt::Trainer;
+using volt::TrainerOptions;
+using volt::testing::BoringModule;
+using volt::testing::files_under;
+using volt::testing::quiet_options;
+using volt::testing::random_loader;
+using volt::testing::ScratchDir;
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// --- validation at construction ---
+
+struct BadOption {
+  const char* label;
+  std::function<void(TrainerOptions&)> set;
+  std::vector<std::string> message_parts;  // each must appear in the message
+  bool not_supported_allowed = false;      // NotSupportedError is as good as ConfigError
+};
+
+TEST(TrainerOptionsValidation, EveryBadFlagThrowsAtConstructionNamingTheFlagAndTheValue) {
+  const std::vector<BadOption> cases = {
+      {"max_epochs=-2", [](TrainerOptions& o) { o.max_epochs = -2; }, {"max_epochs=-2"}},
+      {"min_epochs>max_epochs",
+       [](TrainerOptions& o) {
+         o.min_epochs = 5;
+         o.max_epochs = 2;
+       },
+       {"min_epochs=5", "max_epochs=2"}},
+      {"min_epochs=-1", [](TrainerOptions& o) { o.min_epochs = -1; }, {"min_epochs=-1"}},
+      {"max_steps=-2", [](TrainerOptions& o) { o.max_steps = -2; }, {"max_steps=-2"}},
+      {"min_steps>max_steps",
+       [](TrainerOptions& o) {
+         o.min_steps = 10;
+         o.max_steps = 5;
+       },
+       {"min_steps=10", "max_steps=5"}},
+      {"limit_train_batches=1.5",
+       [](TrainerOptions& o) { o.limit_train_batches = BatchLimit::fraction(1.5); },
+       {"limit_train_batches=1.5"}},
+      {"limit_train_batches=-1",
+       [](TrainerOptions& o) { o.limit_train_batches = BatchLimit::count(-1); },
+       {"limit_train_batches=-1"}},
+      {"limit_val_batches=-0.5",
+       [](TrainerOptions& o) { o.limit_val_batches = BatchLimit::fraction(-0.5); },
+       {"limit_val_batches=-0.5"}},
+      {"limit_test_batches=-3",
+       [](TrainerOptions& o) { o.limit_test_batches = BatchLimit::count(-3); },
+       {"limit_test_batches=-3"}},
+      {"limit_predict_batches=2.0",
+       [](TrainerOptions& o) { o.limit_predict_batches = BatchLimit::fraction(2.0); },
+       {"limit_predict_batches=2.0"}},
+      {"val_check_interval=0.0",
+       [](TrainerOptions& o) { o.val_check_interval = BatchLimit::fraction(0.0); },
+       {"val_check_interval=0.0"}},
+      {"val_check_interval=1.5",
+       [](TrainerOptions& o) { o.val_check_interval = BatchLimit::fraction(1.5); },
+       {"val_check_interval=1.5"}},
+      {"val_check_interval=0 (count)",
+       [](TrainerOptions& o) { o.val_check_interval = BatchLimit::count(0); },
+       {"val_check_interval=0"}},
+      {"fraction val_check_interval without check_val_every_n_epoch",
+       [](TrainerOptions& o) {
+         o.val_check_interval = BatchLimit::fraction(0.5);
+         o.check_val_every_n_epoch = std::nullopt;
+       },
+       {"check_val_every_n_epoch", "val_check_interval=0.5"}},
+      {"accumulate_grad_batches=0",
+       [](TrainerOptions& o) { o.accumulate_grad_batches = 0; },
+       {"accumulate_grad_batches=0"}},
+      {"gradient_clip_val=-1", [](TrainerOptions& o) { o.gradient_clip_val = -1; }, {"gradient_clip_val=-1"}},
+      {"gradient_clip_algorithm=foo",
+       [](TrainerOptions& o) { o.gradient_clip_algorithm = "foo"; },
+       {"gradient_clip_algorithm", "foo", "norm", "value"}},
+      {"num_sanity_val_steps=-2",
+       [](TrainerOptions& o) { o.num_sanity_val_steps = -2; },
+       {"num_sanity_val_steps=-2"}},
+      {"log_every_n_steps=0", [](TrainerOptions& o) { o.log_every_n_steps = 0; }, {"log_every_n_steps=0"}},
+      {"fast_dev_run=-1", [](TrainerOptions& o) { o.fast_dev_run = -1; }, {"fast_dev_run=-1"}},
+      {"check_val_every_n_epoch=0",
+       [](TrainerOptions& o) { o.check_val_every_n_epoch = 0; },
+       {"check_val_every_n_epoch=0"}},
+      {"num_threads=-1", [](TrainerOptions& o) { o.num_threads = -1; }, {"num_threads=-1"}},
+      {"num_nodes=0", [](TrainerOptions& o) { o.num_nodes = 0; }, {"num_nodes=0"}},
+      {"default_root_dir empty", [](TrainerOptions& o) { o.default_root_dir = ""; }, {"default_root_dir"}},
+      {"devices=0", [](TrainerOptions& o) { o.devices = "0"; }, {"devices=0"}},
+      {"devices=-1 on cpu",
+       [](TrainerOptions& o) {
+         o.accelerator = "cpu";
+         o.devices = "-1";
+       },
+       {"devices=-1", "cpu"}},
+      {"devices=0,1 on cpu",
+       [](TrainerOptions& o) {
+         o.accelerator = "cpu";
+         o.devices = "0,1";
+       },
+       {"devices='0,1'", "cpu"}},
+      {"devices=abc", [](TrainerOptions& o) { o.devices = "abc"; }, {"devices='abc'"}},
+      {"accelerator=gpu without CUDA",
+       [](TrainerOptions& o) { o.accelerator = "gpu"; },
+       {"accelerator='gpu'", "cpu"},
+       /*not_supported_allowed=*/true},
+      {"accelerator=foo", [](TrainerOptions& o) { o.accelerator = "foo"; }, {"accelerator='foo'", "cpu"}},
+      {"strategy=ddp (not registered)",
+       [](TrainerOptions& o) { o.strategy = "ddp"; },
+       {"strategy='ddp'", "single_device"}},
+      {"strategy=single_device with 2 processes",
+       [](TrainerOptions& o) {
+         o.strategy = "single_device";
+         o.devices = "2";
+       },
+       {"single_device", "devices='2'"}},
+      {"precision=16-mixed (not registered)",
+       [](TrainerOptions& o) { o.precision = "16-mixed"; },
+       {"precision='16-mixed'", "32-true"}},
+      {"precision=foo", [](TrainerOptions& o) { o.precision = "foo"; }, {"precision='foo'"}},
+  };
+  ScratchDir dir;
+  for (const auto& c : cases) {
+    TrainerOptions o = quiet_options(dir.path());
+    o.accelerator = "auto";
+    o.devices = "auto";
+    c.set(o);
+    std::string message;
+    bool right_kind = false;
+    try {
+      Trainer trainer(o);
+      message = "<no error>";
+    } catch (const ConfigError& e) {
+      message = e.what();
+      right_kind = true;
+    } catch (const volt::NotSupportedError& e) {
+      message = e.what();
+      right_kind = c.not_supported_allowed;
+    } catch (const std::exception& e) {
+      message = std::string("<other exception> ") + e.what();
+    }
+    EXPECT_TRUE(right_kind) << c.label << ": " << message;
+    for (const auto& part : c.message_parts) {
+      EXPECT_TRUE(contains(message, part)) << c.label << ": '" << part << "' not in: " << message;
+    }
+  }
+  // And validate_trainer_options is the same check, usable without a Trainer.
+  TrainerOptions o;
+  o.max_epochs = -2;
+  EXPECT_THROW(volt::validate_trainer_options(o), ConfigError);
+}
+
+TEST(TrainerOptionsValidation, GoodEdgeValuesAreAccepted) {
+  ScratchDir dir;
+  std::vector<std::function<void(TrainerOptions&)>> good = {
+      [](TrainerOptions& o) { o.max_epochs = 0; },
+      [](TrainerOptions& o) { o.max_steps = 0; },
+      [](TrainerOptions& o) { o.limit_train_batches = BatchLimit::fraction(1.0); },
+      [](TrainerOptions& o) { o.limit_val_batches = BatchLimit::fraction(0.0); },
+      [](TrainerOptions& o) { o.val_check_interval = BatchLimit::fraction(1.0); },
+      [](TrainerOptions& o) {
+        o.val_check_interval = BatchLimit::count(1);
+        o.check_val_every_n_epoch = std::nullopt;
+      },
+      [](TrainerOptions& o) { o.num_sanity_val_steps = -1; },
+      [](TrainerOptions& o) { o.precision = "32"; },
+      [](TrainerOptions& o) { o.devices = "1"; },
+      [](TrainerOptions& o) { o.accelerator = "cpu"; },
+  };
+  for (size_t i = 0; i < good.size(); ++i) {
+    TrainerOptions o = quiet_options(dir.path());
+    good[i](o);
+    EXPECT_NO_THROW(Trainer trainer(o)) << "case " << i;
+  }
+}
+
+TEST(TrainerOptionsValidation, MaxEpochsZeroRunsNoBatch) {
+  ScratchDir dir;
+  auto o = quiet_options(dir.path());
+  o.max_epochs = 0;
+  Trainer trainer(o);
+  BoringModule m;
+  trainer.fit(m, random_loader(8, 4, 1));
+  EXPECT_EQ(m.train_steps, 0);
+  EXPECT_EQ(trainer.current_epoch(), 0);
+}
+
+// --- fast_dev_run ---
+
+TEST(TrainerOutputs, FastDevRunRunsNBatchesOfEachStageAndWritesNothing) {
+  ScratchDir dir;
+  TrainerOptions o = quiet_options(dir.path());
+  o.logger = true;
+  o.enable_checkpointing = true;
+  o.num_sanity_val_steps = 2;
+  o.max_epochs = 5;
+  o.fast_dev_run = 2;
+  auto spy = std::make_shared<volt::testing::ValidationSpy>();
+  Trainer trainer(o, {spy});
+  BoringModule m;
+  trainer.fit(m, random_loader(32, 4, 1), random_loader(16, 4, 2));  // 8 train, 4 val batches
+  EXPECT_EQ(m.train_steps, 2);
+  EXPECT_EQ(m.val_steps, 2);
+  EXPECT_EQ(m.sanity_steps, 0);
+  EXPECT_EQ(spy->starts.size(), 1u);
+  EXPECT_EQ(trainer.current_epoch(), 1);
+  EXPECT_EQ(trainer.global_step(), 2);
+  EXPECT_TRUE(trainer.loggers().empty());
+  EXPECT_FALSE(std::filesystem::exists(dir / "lightning_logs"));
+  EXPECT_EQ(files_under(dir.path()), std::vector<std::string>{});
+  // test and predict run n batches too.
+  trainer.test(m, random_loader(16, 4, 3));
+  EXPECT_EQ(m.test_steps, 2);
+  EXPECT_EQ(trainer.predict(m, random_loader(16, 4, 3)).size(), 2u);
+  // An explicit save_checkpoint is a no-op too.
+  trainer.save_checkpoint(dir / "explicit.ckpt");
+  EXPECT_EQ(files_under(dir.path()), std::vector<std::string>{});
+}
+
+// --- seed and deterministic ---
+
+at::Tensor seeded_run(const std::string& root, uint64_t seed) {
+  auto o = quiet_options(root);
+  o.seed = seed;
+  o.max_epochs = 2;
+  Trainer trainer(o);  // seeds here, before the module draws its initial weights
+  BoringModule m;
+  volt::data::DataLoaderOptions lo;
+  lo.batch_size = 4;
+  lo.shuffle = true;  // unseeded: takes its order from the seeded global generator
+  trainer.fit(m, std::make_shared<volt::data::DataLoader>(volt::testing::random_dataset(32, 9), lo));
+  return m.layer->weight.detach().clone();
+}
+
+TEST(TrainerOutputs, SameSeedGivesIdenticalWeightsAfterFit) {
+  ScratchDir dir;
+  const at::Tensor a = seeded_run(dir.path(), 7);
+  const at::Tensor b = seeded_run(dir.path(), 7);
+  const at::Tensor c = seeded_run(dir.path(), 8);
+  EXPECT_TRUE(at::equal(a, b));
+  EXPECT_FALSE(at::equal(a, c));
+}
+
+TEST(TrainerOutputs, DeterministicTrueTurnsOnDeterministicAlgorithmsAndRuns) {
+  ScratchDir dir;
+  const bool before = at::globalContext().deterministicAlgorithms();
+  auto o = quiet_options(dir.path());
+  o.deterministic = true;
+  {
+    Trainer trainer(o);
+    EXPECT_TRUE(at::globalContext().deterministicAlgorithms());
+    BoringModule m;
+    trainer.fit(m, random_loader(16, 4, 1), random_loader(8, 4, 2));
+    EXPECT_EQ(m.train_steps, 4);
+    EXPECT_EQ(m.val_steps, 2);
+  }
+  at::globalContext().setDeterministicAlgorithms(before, false);
+}
+
+// --- default_root_dir, checkpointing, logging ---
+
+TEST(TrainerOutputs, CheckpointGoesUnderTheLoggersVersionFolder) {
+  ScratchDir dir;
+  auto o = quiet_options(dir.path());
+  o.logger = true;
+  o.enable_checkpointing = true;
+  Trainer trainer(o);
+  BoringModule m;
+  trainer.fit(m, random_loader(16, 4, 1));
+  const auto files = files_under(dir.path());
+  const std::set<std::string> set(files.begin(), files.end());
+  EXPECT_EQ(set.count("lightning_logs/version_0/checkpoints/epoch=0-step=4.ckpt"), 1u) << ::testing::PrintToString(files);
+  EXPECT_EQ(set.count("lightning_logs/version_0/hparams.yaml"), 1u) << ::testing::PrintToString(files);
+  EXPECT_EQ(trainer.log_dir(), dir / "lightning_logs/version_0");
+  EXPECT_EQ(trainer.best_model_path(), dir / "lightning_logs/version_0/checkpoints/epoch=0-step=4.ckpt");
+}
+
+TEST(TrainerOutputs, CheckpointGoesUnderDefaultRootDirWithoutALogger) {
+  ScratchDir dir;
+  auto o = quiet_options(dir.path());
+  o.enable_checkpointing = true;
+  o.max_epochs = 2;
+  Trainer trainer(o);
+  BoringModule m;
+  trainer.fit(m, random_loader(16, 4, 1));
+  // save_top_k=1 without a monitor keeps only the latest.
+  EXPECT_EQ(files_under(dir.path()), std::vector<std::string>{"checkpoints/epoch=1-step=8.ckpt"});
+  EXPECT_EQ(trainer.log_dir(), dir.path());
+}
+
+TEST(TrainerOutputs, NothingIsWrittenWithoutLoggerAndCheckpointing) {
+  ScratchDir dir;
+  Trainer trainer(quiet_options(dir.path()));
+  BoringModule m;
+  trainer.fit(m, random_loader(16, 4, 1), random_loader(8, 4, 2));
+  EXPECT_EQ(files_under(dir.path()), std::vector<std::string>{});
+}
+
+/// metrics.csv as rows of column -> cell.
+std::vector<std::map<std::string, std::string>> read_csv(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::map<std::string, std::string>> rows;
+  std::string line;
+  std::vector<std::string> header;
+  auto split = [](const std::string& l) {
+    std::vector<std::string> out;
+    std::stringstream ss(l);
+    std::string cell;
+    while (std::getline(ss, cell, ',')) out.push_back(cell);
+    if (!l.empty() && l.back() == ',') out.emplace_back();
+    return out;
+  };
+  if (!std::getline(in, line)) return rows;
+  header = split(line);
+  while (std::getline(in, line)) {
+    const auto cells = split(line);
+    std::map<std::string, std::string> row;
+    for (size_t i = 0; i < header.size(); ++i) row[header[i]] = i < cells.size() ? cells[i] : "";
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+TEST(TrainerOutputs, LogEveryNStepsWritesATrainRowEveryNBatches) {
+  ScratchDir dir;
+  auto o = quiet_options(dir.path());
+  o.logger = true;
+  o.log_every_n_steps = 2;
+  o.max_epochs = 2;
+  Trainer trainer(o);
+  BoringModule m;
+  trainer.fit(m, random_loader(32, 4, 1), random_loader(8, 4, 2));  // 8 train batches
+  const auto rows = read_csv(dir / "lightning_logs/version_0/metrics.csv");
+  ASSERT_FALSE(rows.empty());
+  std::vector<std::string> train_steps;
+  std::vector<std::string> val_steps;
+  for (const auto& row : rows) {
+    auto t = row.find("train_loss");
+    if (t != row.end() && !t->second.empty()) train_steps.push_back(row.at("step"));
+    auto v = row.find("val_loss");
+    if (v != row.end() && !v->second.empty()) val_steps.push_back(row.at("step"));
+  }
+  // 4 rows an epoch. Volt writes the global step after the batch's optimizer step
+  // (Lightning writes _batches_that_stepped before it: 1, 3, 5, ...).
+  EXPECT_EQ(train_steps, (std::vector<std::string>{"2", "4", "6", "8", "10", "12", "14", "16"}));
+  EXPECT_EQ(val_steps, (std::vector<std::string>{"8", "16"}));
+}
+
+TEST(TrainerOutputs, LogEveryNStepsLargerThanTheRunLogsNoTrainRow) {
+  ScratchDir dir;
+  auto o = quiet_options(dir.path());
+  o.logger = true;
+  Trainer trainer(o);  // log_every_n_steps = 50
+  BoringModule m;
+  trainer.fit(m, random_loader(32, 4, 1));
+  const auto rows = read_csv(dir / "lightning_logs/version_0/metrics.csv");
+  for (const auto& row : rows) {
+    auto t = row.find("train_loss");
+    EXPECT_TRUE(t == row.end() || t->second.empty()) << "step " << row.at("step");
+  }
+}
+
+// --- ckpt_path names ---
+
+TEST(TrainerOutputs, LastOrBestCkptPathWithoutModelCheckpointIsAConfigError) {
+  ScratchDir dir;
+  for (const std::string name : {"last", "best"}) {
+    Trainer trainer(quiet_options(dir.path()));
+    BoringModule m;
+    try {
+      trainer.fit(m, random_loader(8, 4, 1), nullptr, name);
+      ADD_FAILURE() << name << ": no ConfigError";
+    } catch (const ConfigError& e) {
+      EXPECT_TRUE(contains(e.what(), "ckpt_path=\"" + name + "\"")) << e.what();
+      EXPECT_TRUE(contains(e.what(), "ModelCheckpoint")) << e.what();
+    }
+    EXPECT_EQ(m.train_steps, 0) << name;
+    EXPECT_THROW(trainer.validate(m, random_loader(8, 4, 1), name), ConfigError) << name;
+  }
+}
+
+TEST(TrainerOutputs, LastCkptPathBeforeAnyLastCheckpointIsAConfigError) {
+  ScratchDir dir;
+  auto o = quiet_options(dir.path());
+  o.enable_checkpointing = true;  // default ModelCheckpoint: save_last off
+  Trainer trainer(o);
+  BoringModule m;
+  trainer.fit(m, random_loader(8, 4, 1));
+  try {
+    trainer.validate(m, random_loader(8, 4, 1), "last");
+    FAIL() << "no ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_TRUE(contains(e.what(), "save_last")) << e.what();
+  }
+  // "best" is the one checkpoint it kept.
+  EXPECT_NO_THROW(trainer.validate(m, random_loader(8, 4, 1), "best"));
+}
+
+}  // namespace
