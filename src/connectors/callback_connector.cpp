@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "volt/callbacks/early_stopping.h"
 #include "volt/callbacks/model_checkpoint.h"
 #include "volt/callbacks/model_summary.h"
 #include "volt/callbacks/progress_bar.h"
@@ -49,6 +50,10 @@ CallbackConnector::CallbackConnector(std::vector<std::shared_ptr<callbacks::Call
     checkpoints.push_back(std::make_shared<callbacks::ModelCheckpoint>());
   }
   for (auto& cb : checkpoints) callbacks_.push_back(cb);
+  for (const auto& cb : callbacks_) {
+    monitoring_.push_back(dynamic_cast<callbacks::ModelCheckpoint*>(cb.get()) != nullptr ||
+                          dynamic_cast<callbacks::EarlyStopping*>(cb.get()) != nullptr);
+  }
 }
 
 std::vector<callbacks::ModelCheckpoint*> CallbackConnector::checkpoint_callbacks() const {

@@ -60,6 +60,7 @@ Checkpoint CheckpointConnector::dump(const CheckpointParts& parts, bool weights_
     meta["loops"] = {{"epoch", parts.state.current_epoch},
                      {"global_step", parts.state.global_step},
                      {"batches_done", parts.state.batches_done},
+                     {"batches_seen", parts.state.batches_seen},
                      {"num_training_batches", parts.state.num_training_batches}};
     auto cb_state = nlohmann::json::object();
     for (const auto& cb : parts.callbacks) {
@@ -167,6 +168,7 @@ void CheckpointConnector::restore_training_state(const CheckpointParts& parts, c
   parts.state.current_epoch = loops.value("epoch", int64_t{0});
   parts.state.global_step = loops.value("global_step", int64_t{0});
   parts.state.batches_done = loops.value("batches_done", int64_t{0});
+  parts.state.batches_seen = loops.value("batches_seen", int64_t{0});
   // A checkpoint taken after an epoch's last batch resumes at the start of the next epoch.
   if (parts.state.batches_done > 0 &&
       parts.state.batches_done >= loops.value("num_training_batches", int64_t{-1})) {

@@ -68,9 +68,9 @@ void LoggerConnector::begin_epoch(RunningStage stage) {
   if (stage == RunningStage::kTraining) step_metrics_.clear();
 }
 
-void LoggerConnector::end_train_batch(int64_t batches_seen, int64_t global_step, int64_t epoch, bool force) {
+void LoggerConnector::end_train_batch(int64_t count, int64_t global_step, int64_t epoch, bool force) {
   if (step_metrics_.empty()) return;
-  if (force || batches_seen % log_every_n_steps_ == 0) {
+  if (force || (count > 0 && count % log_every_n_steps_ == 0)) {
     MetricMap row = step_metrics_;
     row["epoch"] = static_cast<double>(epoch);
     log_metrics(row, global_step);

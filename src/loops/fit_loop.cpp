@@ -61,7 +61,7 @@ void FitLoop::run() {
     state.current_epoch += 1;
     state.batches_done = 0;
     if (state.should_stop && !min_reached()) {
-      state.should_stop = false;  // asked again later, once the minimum is met
+      // The request stands (as in Lightning): training stops once the minimum is met.
       if (state.is_global_zero && !announced) {
         std::cout << "volt: a stop was requested at epoch " << state.current_epoch << ", step " << state.global_step
                   << ", but min_epochs=" << ctx_.options.min_epochs << " and min_steps=" << ctx_.options.min_steps

@@ -24,7 +24,7 @@ bool TrainingEpochLoop::should_validate_after(int64_t batch_idx, int64_t num_bat
   // A count of batches: within the epoch, or across epochs when check_val_every_n_epoch is
   // unset (Lightning's semantics for iterable-style schedules).
   const auto every = static_cast<int64_t>(o.val_check_interval.value);
-  if (!o.check_val_every_n_epoch) return batches_seen_ % every == 0;
+  if (!o.check_val_every_n_epoch) return ctx_.state.batches_seen % every == 0;
   return (batch_idx + 1) % every == 0;
 }
 
@@ -67,7 +67,9 @@ void TrainingEpochLoop::run() {
 
   ctx_.logger.begin_epoch(RunningStage::kTraining);
   ctx_.callbacks.call([&](CB& cb) { cb.on_train_epoch_start(view); });
+  step_ctx.set_in_epoch_hook(true);
   module.on_train_epoch_start();
+  step_ctx.set_in_epoch_hook(false);
 
   loader.set_epoch(state.current_epoch);
   auto stream = loader.stream(state.batches_done);
@@ -83,6 +85,7 @@ void TrainingEpochLoop::run() {
     if (!module.on_train_batch_start(batch, batch_idx)) break;
 
     at::Tensor loss = strategy.training_step(module, batch, step_ctx);
+    bool stepped = false;
     if (automatic && loss.defined()) {
       // The last batches of an epoch step even when fewer than `accumulate` remain.
       const bool step_now = (batch_idx + 1) % accumulate == 0 || batch_idx + 1 == num_batches;
@@ -90,12 +93,19 @@ void TrainingEpochLoop::run() {
       if (step_now) {
         detail::run_optimizer_step(ctx_, 0);
         step_schedulers(Interval::kStep);
+        stepped = true;
       }
     }
-    ++batches_seen_;
+    ++state.batches_seen;
     state.batches_done = batch_idx + 1;
     const bool last = batch_idx + 1 == num_batches;
-    ctx_.logger.end_train_batch(batches_seen_, state.global_step, state.current_epoch);
+    // Step metrics reach the loggers on optimizer steps (every log_every_n_steps of them);
+    // in manual optimization, every log_every_n_steps batches.
+    if (automatic) {
+      ctx_.logger.end_train_batch(stepped ? state.global_step : -1, state.global_step, state.current_epoch);
+    } else {
+      ctx_.logger.end_train_batch(state.batches_seen, state.global_step, state.current_epoch);
+    }
     module.on_train_batch_end(loss, batch, batch_idx);
     ctx_.callbacks.call([&](CB& cb) { cb.on_train_batch_end(view, loss, batch, batch_idx); });
 
@@ -107,11 +117,15 @@ void TrainingEpochLoop::run() {
   }
   stream.reset();
 
-  // Epoch aggregates of training metrics, then the epoch-end hooks (callbacks first, as
-  // Lightning does), so that EarlyStopping/ModelCheckpoint at train epoch end see them.
-  ctx_.logger.end_epoch(RunningStage::kTraining, state.global_step, state.current_epoch);
-  ctx_.callbacks.call([&](CB& cb) { cb.on_train_epoch_end(view); });
+  // Lightning's order: other callbacks, the module (which may still log), then the epoch
+  // aggregates, then the monitoring callbacks (ModelCheckpoint, EarlyStopping), which so
+  // see every metric of the epoch.
+  ctx_.callbacks.call_monitoring(false, [&](CB& cb) { cb.on_train_epoch_end(view); });
+  step_ctx.set_in_epoch_hook(true);
   module.on_train_epoch_end();
+  step_ctx.set_in_epoch_hook(false);
+  ctx_.logger.end_epoch(RunningStage::kTraining, state.global_step, state.current_epoch);
+  ctx_.callbacks.call_monitoring(true, [&](CB& cb) { cb.on_train_epoch_end(view); });
 }
 
 }  // namespace volt::loops

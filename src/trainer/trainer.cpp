@@ -278,6 +278,12 @@ void Trainer::run_fit(Module& module, connectors::DataConnector& data, const std
                           " optimizers with automatic optimization on. Call set_automatic_optimization(false) and "
                           "step them yourself in training_step (ctx.manual_backward, ctx.optimizer_step).");
       }
+      if (!module.automatic_optimization() && o.accumulate_grad_batches > 1) {
+        throw ConfigError("accumulate_grad_batches=" + std::to_string(o.accumulate_grad_batches) +
+                          " with manual optimization: the Trainer does not step optimizers in manual mode, so it "
+                          "cannot accumulate. Set accumulate_grad_batches=1 and step every N batches in "
+                          "training_step yourself.");
+      }
       for (const auto& s : config.lr_schedulers) {
         if (!s.scheduler) throw ConfigError("configure_optimizers returned an LR scheduler config without a scheduler.");
         if (s.frequency < 1) {
@@ -290,6 +296,7 @@ void Trainer::run_fit(Module& module, connectors::DataConnector& data, const std
       state_.current_epoch = 0;
       state_.global_step = 0;
       state_.batches_done = 0;
+      state_.batches_seen = 0;
     }
     if (!ckpt_path.empty()) {
       const std::string path = impl.resolve_ckpt_path(ckpt_path);

@@ -23,6 +23,7 @@
 #include "volt/callbacks/model_checkpoint.h"
 #include "volt/core/error.h"
 #include "volt/core/lr_scheduler.h"
+#include "volt/core/seed.h"
 #include "volt/trainer/trainer.h"
 
 namespace {
@@ -258,7 +259,12 @@ double unweighted_mean_of_batch_losses(BoringModule& m, const std::shared_ptr<vo
 TEST(Loops, ValidateReturnsTheMeanLossWeightedByBatchSize) {
   ScratchDir dir;
   Trainer trainer(quiet_options(dir.path()));
+  volt::seed_everything(21);  // fixed weights, so the batch losses differ by a known amount
   BoringModule m;
+  {
+    at::NoGradGuard no_grad;
+    m.layer->weight.mul_(10);
+  }
   auto ds = random_dataset(10, 21);
   volt::data::DataLoaderOptions lo;
   lo.batch_size = 4;  // batches of 4, 4, 2
@@ -454,6 +460,53 @@ TEST(Loops, LogWithAnUnknownReductionIsAConfigError) {
   }
 }
 
+/// Logs from on_train_epoch_end, as Lightning users log epoch-level training metrics.
+class TrainEpochEndLoggingModule : public BoringModule {
+ public:
+  void on_train_epoch_end() override {
+    BoringModule::on_train_epoch_end();
+    log("epoch_default", 7.0);
+    log("epoch_explicit", 8.0, when(false, true));
+  }
+};
+
+// Lightning logs from on_train_epoch_end with on_epoch=True by default, and sends those
+// values to callback_metrics and the loggers after the hook (update_train_epoch_metrics).
+// Volt does the same: the epoch is reduced after the module's hook.
+TEST(Loops, ModuleLogInOnTrainEpochEndReachesCallbackMetricsAndLoggers) {
+  ScratchDir dir;
+  Trainer trainer(quiet_options(dir.path()));
+  TrainEpochEndLoggingModule m;
+  trainer.fit(m, random_loader(8, 4, 1));
+  const MetricMap& cm = trainer.callback_metrics();
+  EXPECT_EQ(cm.count("epoch_default"), 1u) << ::testing::PrintToString(keys_of(cm));
+  EXPECT_EQ(cm.count("epoch_explicit"), 1u) << ::testing::PrintToString(keys_of(cm));
+  const MetricMap& lm = trainer.logged_metrics();
+  EXPECT_EQ(lm.count("epoch_default"), 1u) << ::testing::PrintToString(keys_of(lm));
+  EXPECT_EQ(lm.count("epoch_explicit"), 1u) << ::testing::PrintToString(keys_of(lm));
+}
+
+// Lightning runs monitoring callbacks (EarlyStopping, ModelCheckpoint) after the module's
+// on_train_epoch_end, so a metric the module logs there can be monitored at train epoch end.
+// Volt keeps that order (non-monitoring callbacks, module, epoch reduction, monitoring callbacks).
+TEST(Loops, EarlyStoppingAtTrainEpochEndSeesMetricsLoggedInOnTrainEpochEnd) {
+  ScratchDir dir;
+  auto o = quiet_options(dir.path());
+  o.max_epochs = 5;
+  volt::callbacks::EarlyStopping::Options es;
+  es.monitor = "epoch_explicit";  // constant: improves once, then never
+  es.patience = 1;
+  es.check_on_train_epoch_end = true;
+  Trainer trainer(o, {std::make_shared<volt::callbacks::EarlyStopping>(es)});
+  TrainEpochEndLoggingModule m;
+  try {
+    trainer.fit(m, random_loader(8, 4, 1));
+  } catch (const ConfigError& e) {
+    ADD_FAILURE() << e.what();
+  }
+  EXPECT_EQ(trainer.current_epoch(), 2);
+}
+
 TEST(Loops, ModuleLogOutsideAStageThrows) {
   BoringModule m;
   EXPECT_THROW(m.log("x", 1.0), volt::Error);
@@ -508,6 +561,49 @@ TEST(Loops, EpochIntervalSchedulerStepsAfterEachEpoch) {
   expect_lrs(m.lr_per_step, {0.1, 0.1, 0.05, 0.05, 0.025, 0.025});
   EXPECT_EQ(m.sched->last_epoch(), 3);
   EXPECT_NEAR(m.lr_now(), 0.0125, 1e-12);
+}
+
+/// Records the learning rate at on_train_epoch_end and can cut epochs short from
+/// on_train_batch_start.
+class EpochEndLrModule : public ScheduledModule {
+ public:
+  EpochEndLrModule() : ScheduledModule(volt::Interval::kEpoch, 1) {}
+  std::vector<double> lr_at_epoch_end;
+  int64_t skip_from_batch = -1;  // on_train_batch_start returns false from this batch on
+  void on_train_epoch_end() override { lr_at_epoch_end.push_back(lr_now()); }
+  bool on_train_batch_start(Batch&, int64_t batch_idx) override {
+    return skip_from_batch < 0 || batch_idx < skip_from_batch;
+  }
+};
+
+// As Lightning 2.x (_TrainingEpochLoop.advance steps non-plateau epoch schedulers once the
+// epoch's last batch is done): the end-of-epoch validation and on_train_epoch_end already
+// see the next epoch's rate.
+TEST(Loops, EpochIntervalSchedulerStepsAtTheLastBatchBeforeOnTrainEpochEnd) {
+  ScratchDir dir;
+  auto o = quiet_options(dir.path());
+  o.max_epochs = 2;
+  Trainer trainer(o);
+  EpochEndLrModule m;
+  trainer.fit(m, random_loader(8, 4, 1));
+  expect_lrs(m.lr_at_epoch_end, {0.05, 0.025});
+  expect_lrs(m.lr_per_epoch, {0.1, 0.05});
+}
+
+// As Lightning 2.x (epoch schedulers step only when _num_ready_batches_reached): an epoch
+// cut short by on_train_batch_start returning false does not step them.
+TEST(Loops, EpochCutShortByOnTrainBatchStartDoesNotStepEpochSchedulers) {
+  ScratchDir dir;
+  auto o = quiet_options(dir.path());
+  o.max_epochs = 3;
+  Trainer trainer(o);
+  EpochEndLrModule m;
+  m.skip_from_batch = 1;
+  trainer.fit(m, random_loader(16, 4, 1));  // 4 batches, only the first runs
+  EXPECT_EQ(m.train_steps, 3);
+  EXPECT_EQ(trainer.global_step(), 3);
+  EXPECT_EQ(trainer.current_epoch(), 3);
+  expect_lrs(m.lr_per_epoch, {0.1, 0.1, 0.1});
 }
 
 TEST(Loops, EpochIntervalSchedulerWithFrequencyTwoStepsEveryOtherEpoch) {
@@ -671,10 +767,8 @@ TEST(Loops, ResumingFromAnEpochEndCheckpointStartsTheNextEpoch) {
 }
 
 // With check_val_every_n_epoch unset, a count val_check_interval counts training batches
-// over the whole fit (Lightning's total_batch_idx, which a checkpoint restores). Volt counts
-// them in TrainingEpochLoop::batches_seen_ (src/loops/training_epoch_loop.cpp), which starts
-// at 0 in every FitLoop: a resumed run (or a second fit()) restarts the count, so validation
-// moves (here to global step 7 instead of 6).
+// over the whole fit (Lightning's total_batch_idx, which a checkpoint restores); Volt keeps
+// the count in TrainerState::batches_seen and its checkpoints, so a resumed run keeps the schedule.
 TEST(Loops, ResumedRunKeepsTheCrossEpochValidationSchedule) {
   ScratchDir dir;
   auto loader = random_loader(16, 4, 1);  // 4 batches an epoch
@@ -736,9 +830,8 @@ TEST(Loops, EarlyStoppingStopsAfterPatiencePlusOneValidationsWithoutImprovement)
   EXPECT_TRUE(contains(trainer.state().stop_reason, "did not improve")) << trainer.state().stop_reason;
 }
 
-// Same root cause as TrainerFlags.MinEpochsDefersAnEarlyStopRequestUntilReached: Volt's
-// FitLoop forgets a stop requested before min_epochs, and EarlyStopping asks only once per
-// fit, so the run goes to max_epochs. Lightning stops once min_epochs is reached.
+// As TrainerFlags.MinEpochsDefersAnEarlyStopRequestUntilReached: a stop requested before
+// min_epochs stands, and training stops once min_epochs is reached (as in Lightning).
 TEST(Loops, EarlyStoppingBeforeMinEpochsStopsOnceMinEpochsIsReached) {
   ScratchDir dir;
   auto o = quiet_options(dir.path());

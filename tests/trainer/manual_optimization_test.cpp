@@ -225,9 +225,7 @@ TEST(ManualOptimization, OptimizerIndexOutOfRangeIsAConfigError) {
 
 // Lightning rejects accumulate_grad_batches != 1 with manual optimization at fit start
 // ("Automatic gradient accumulation is not supported for manual optimization. Remove
-// Trainer(accumulate_grad_batches=...)"). Volt's Trainer::run_fit (src/trainer/trainer.cpp)
-// has no such check and TrainingEpochLoop ignores the flag for manual optimization, so the
-// flag is silently dropped.
+// Trainer(accumulate_grad_batches=...)"); so does Volt, instead of silently dropping the flag.
 TEST(ManualOptimization, AccumulateGradBatchesIsAConfigErrorAtFit) {
   ScratchDir dir;
   auto o = quiet_options(dir.path());

@@ -65,9 +65,7 @@ TEST(TrainerFlags, MaxEpochsRunsExactlyThatManyEpochs) {
 // Lightning 2.x keeps trainer.should_stop set when min_epochs is not reached and stops as
 // soon as it is (_TrainingEpochLoop.done / _FitLoop.done with _can_stop_early). A single
 // request at epoch 0 with min_epochs=3 therefore trains exactly 3 epochs.
-// Volt's FitLoop::run (src/loops/fit_loop.cpp) resets should_stop to false after an epoch
-// that ends before the minimum, so a one-shot request (EarlyStopping requests once per fit)
-// is forgotten and the run goes on to max_epochs.
+// Volt does the same.
 TEST(TrainerFlags, MinEpochsDefersAnEarlyStopRequestUntilReached) {
   ScratchDir dir;
   auto o = quiet_options(dir.path());

@@ -127,18 +127,22 @@ TEST(TrainerOptionsValidation, EveryBadFlagThrowsAtConstructionNamingTheFlagAndT
        {"accelerator='gpu'", "cpu"},
        /*not_supported_allowed=*/true},
       {"accelerator=foo", [](TrainerOptions& o) { o.accelerator = "foo"; }, {"accelerator='foo'", "cpu"}},
-      {"strategy=ddp (not registered)",
+      // Valid Lightning values this build cannot run: NotSupportedError is the right kind too.
+      {"strategy=ddp (no training routine in this build)",
        [](TrainerOptions& o) { o.strategy = "ddp"; },
-       {"strategy='ddp'", "single_device"}},
+       {"strategy='ddp'", "single_device"},
+       /*not_supported_allowed=*/true},
       {"strategy=single_device with 2 processes",
        [](TrainerOptions& o) {
          o.strategy = "single_device";
          o.devices = "2";
        },
-       {"single_device", "devices='2'"}},
-      {"precision=16-mixed (not registered)",
+       {"single_device", "devices=2"}},
+      // On CPU, 16-mixed means bf16-mixed (as Lightning); the message names that.
+      {"precision=16-mixed (no plug-in in this build)",
        [](TrainerOptions& o) { o.precision = "16-mixed"; },
-       {"precision='16-mixed'", "32-true"}},
+       {"precision=", "16-mixed", "32-true"},
+       /*not_supported_allowed=*/true},
       {"precision=foo", [](TrainerOptions& o) { o.precision = "foo"; }, {"precision='foo'"}},
   };
   ScratchDir dir;
@@ -366,6 +370,27 @@ TEST(TrainerOutputs, LogEveryNStepsWritesATrainRowEveryNBatches) {
   // (Lightning writes _batches_that_stepped before it: 1, 3, 5, ...).
   EXPECT_EQ(train_steps, (std::vector<std::string>{"2", "4", "6", "8", "10", "12", "14", "16"}));
   EXPECT_EQ(val_steps, (std::vector<std::string>{"8", "16"}));
+}
+
+// Lightning sends step metrics to the loggers only on batches that step the optimizer
+// (update_train_step_metrics returns while accumulating) and counts log_every_n_steps in
+// optimizer steps (_batches_that_stepped); so does Volt: one row per optimizer step.
+TEST(TrainerOutputs, WithAccumulationTrainRowsAreWrittenOnlyOnOptimizerSteps) {
+  ScratchDir dir;
+  auto o = quiet_options(dir.path());
+  o.logger = true;
+  o.log_every_n_steps = 1;
+  o.accumulate_grad_batches = 2;
+  Trainer trainer(o);
+  BoringModule m;
+  trainer.fit(m, random_loader(32, 4, 1));  // 8 batches, 4 optimizer steps
+  const auto rows = read_csv(dir / "lightning_logs/version_0/metrics.csv");
+  std::vector<std::string> train_steps;
+  for (const auto& row : rows) {
+    auto t = row.find("train_loss");
+    if (t != row.end() && !t->second.empty()) train_steps.push_back(row.at("step"));
+  }
+  EXPECT_EQ(train_steps, (std::vector<std::string>{"1", "2", "3", "4"}));
 }
 
 TEST(TrainerOutputs, LogEveryNStepsLargerThanTheRunLogsNoTrainRow) {

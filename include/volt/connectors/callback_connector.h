@@ -23,12 +23,21 @@ class CallbackConnector {
   void call(F&& f) const {
     for (const auto& cb : callbacks_) f(*cb);
   }
+  /// Calls f for the monitoring callbacks (ModelCheckpoint, EarlyStopping) when
+  /// `monitoring`, else for the others; order kept.
+  template <typename F>
+  void call_monitoring(bool monitoring, F&& f) const {
+    for (size_t i = 0; i < callbacks_.size(); ++i) {
+      if (monitoring_[i] == monitoring) f(*callbacks_[i]);
+    }
+  }
   const std::vector<std::shared_ptr<callbacks::Callback>>& callbacks() const { return callbacks_; }
   /// The ModelCheckpoint callbacks, in order (the first is Lightning's checkpoint_callback).
   std::vector<callbacks::ModelCheckpoint*> checkpoint_callbacks() const;
 
  private:
   std::vector<std::shared_ptr<callbacks::Callback>> callbacks_;
+  std::vector<bool> monitoring_;
 };
 
 }  // namespace volt::connectors

@@ -29,9 +29,10 @@ class LoggerConnector {
 
   /// Starts an epoch of `stage`: clears its aggregates.
   void begin_epoch(RunningStage stage);
-  /// After a training batch: sends this batch's step metrics to the loggers when the
-  /// batch count hits log_every_n_steps (or `force`).
-  void end_train_batch(int64_t batches_seen, int64_t global_step, int64_t epoch, bool force = false);
+  /// After a training batch: sends this batch's step metrics to the loggers when `count`
+  /// (optimizer steps, or batches in manual optimization) is a positive multiple of
+  /// log_every_n_steps (or `force`); otherwise drops them (they stay callback metrics).
+  void end_train_batch(int64_t count, int64_t global_step, int64_t epoch, bool force = false);
   /// Ends an epoch of `stage`: aggregates become callback metrics ("name" and, when also
   /// logged per step, "name_epoch") and go to the loggers at `global_step`. Returns them.
   MetricMap end_epoch(RunningStage stage, int64_t global_step, int64_t epoch);

@@ -56,8 +56,8 @@ class Module : public torch::nn::Module {
 
   // --- epoch hooks ---
   virtual void on_train_epoch_start() {}
-  /// After the last training batch of an epoch (and before its end-of-epoch validation,
-  /// when validation runs at the end of the epoch, as Lightning does).
+  /// After the last training batch of an epoch and its end-of-epoch validation (as in
+  /// Lightning 2.x); may log epoch-level metrics with log().
   virtual void on_train_epoch_end() {}
   virtual void on_validation_epoch_start() {}
   virtual void on_validation_epoch_end() {}

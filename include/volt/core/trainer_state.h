@@ -18,6 +18,9 @@ struct TrainerState {
   int64_t batch_idx = 0;
   /// Training batches finished in the current epoch (a resumed run skips these).
   int64_t batches_done = 0;
+  /// Training batches run in this fit across epochs (drives log_every_n_steps in manual
+  /// optimization and val_check_interval counted across epochs); kept in checkpoints.
+  int64_t batches_seen = 0;
   /// Batches the current training epoch will run (after limit_train_batches).
   int64_t num_training_batches = 0;
   /// Batches per validation run (after limit_val_batches).

@@ -15,9 +15,6 @@ class TrainingEpochLoop : public Loop {
   /// Runs the current epoch (ctx.state.current_epoch), starting after
   /// ctx.state.batches_done batches (non-zero when resuming mid-epoch).
   void run();
-  /// Training batches seen in this fit, across epochs (drives log_every_n_steps and
-  /// val_check_interval counted across epochs).
-  int64_t batches_seen() const { return batches_seen_; }
   /// True when this epoch should end with validation.
   bool is_validation_epoch() const;
 
@@ -26,8 +23,6 @@ class TrainingEpochLoop : public Loop {
   void run_validation();
   void step_schedulers(Interval interval);
   bool reached_max_steps() const;
-
-  int64_t batches_seen_ = 0;
 };
 
 }  // namespace volt::loops

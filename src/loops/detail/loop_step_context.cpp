@@ -12,6 +12,13 @@ int64_t batch_size_of(const Batch& batch) {
 }
 
 void LoopStepContext::log(const std::string& name, const at::Tensor& value, const LogOptions& options) {
+  if (in_epoch_hook_ && !options.on_step && !options.on_epoch) {
+    LogOptions epoch_level = options;
+    epoch_level.on_step = false;
+    epoch_level.on_epoch = true;
+    ctx_.logger.log(stage_, name, value, epoch_level, 1);
+    return;
+  }
   ctx_.logger.log(stage_, name, value, options, batch_size_);
 }
 

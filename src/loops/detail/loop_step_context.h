@@ -11,6 +11,9 @@ class LoopStepContext final : public StepContext {
   /// Installs this context as the module's log target for its lifetime.
   void attach() { ctx_.module.set_log_context(this); }
   void detach() { ctx_.module.set_log_context(nullptr); }
+  /// Inside on_train_epoch_start/end: ctx.log defaults to on_step=false, on_epoch=true
+  /// there (Lightning's defaults for epoch hooks).
+  void set_in_epoch_hook(bool in_hook) { in_epoch_hook_ = in_hook; }
   void set_batch(int64_t batch_idx, int64_t batch_size) {
     batch_idx_ = batch_idx;
     batch_size_ = batch_size;
@@ -37,6 +40,7 @@ class LoopStepContext final : public StepContext {
   RunningStage stage_;
   int64_t batch_idx_ = 0;
   int64_t batch_size_ = 1;
+  bool in_epoch_hook_ = false;
 };
 
 /// RAII: attaches a context to the module and detaches it on scope exit.
