@@ -117,6 +117,11 @@ std::string fit_precision(const std::string& precision, const std::string& accel
     throw ConfigError("precision='64-true' on TPU: TPUs have no float64 arithmetic. Use \"32-true\" or "
                       "\"bf16-mixed\".");
   }
+  if (accelerator == "cpu" && precision == "16-true" && !compat::kCpuHalfMatmul) {
+    throw ConfigError(std::string("precision='16-true' on CPU needs float16 matrix products, which LibTorch ") +
+                      compat::torch_version() + " lacks on CPU (they arrived in 2.1). Use precision=\"bf16-true\" "
+                      "or \"bf16-mixed\".");
+  }
   if (accelerator == "cuda" && precision.rfind("bf16", 0) == 0 && !hw.cuda_bf16) {
     throw ConfigError("precision='" + precision + "' needs GPUs that compute in bfloat16 (compute capability 8.0, "
                       "Ampere, or newer), and at least one visible GPU is older. Use precision=\"16-mixed\".");
@@ -222,7 +227,8 @@ AcceleratorConnector::AcceleratorConnector(const TrainerOptions& options, const 
   p.root_device = p.parallel_devices[root];
 }
 
-std::shared_ptr<strategies::Strategy> AcceleratorConnector::build_stack(const Plan& p) {
+std::shared_ptr<strategies::Strategy> AcceleratorConnector::build_stack(const Plan& p,
+                                                                      std::shared_ptr<precision::Precision> plugin) {
   auto factory = strategies::strategy_factory(p.strategy);
   if (!factory) {
     throw NotSupportedError("strategy='" + p.strategy + "' resolves (volt plan shows its layout), but this build of "
@@ -230,7 +236,9 @@ std::shared_ptr<strategies::Strategy> AcceleratorConnector::build_stack(const Pl
                             "strategy=\"single_device\" (or \"auto\").");
   }
   auto make_precision = precision::precision_factory(p.precision);
-  if (!make_precision) {
+  if (plugin) {
+    make_precision = [plugin](const std::string&) { return plugin; };
+  } else if (!make_precision) {
     throw NotSupportedError("precision='" + p.precision + "' is valid, but this build of Volt has no plug-in for it. "
                             "Use precision=\"32-true\".");
   }
@@ -250,7 +258,7 @@ std::shared_ptr<strategies::Strategy> AcceleratorConnector::build_stack(const Pl
   const size_t root = spec.one_process_per_node ? 0 : static_cast<size_t>(p.local_rank);
   strategies::StrategyParts parts{spec,
                                   accelerator,
-                                  make_precision(),
+                                  make_precision(p.accelerator),
                                   environment,
                                   std::make_shared<checkpoint_io::TorchCheckpointIO>(),
                                   devices,

@@ -31,7 +31,9 @@ void Precision::clip_gradients(torch::optim::Optimizer& optimizer, double value,
   }
 }
 
-bool Precision::optimizer_step(torch::optim::Optimizer& optimizer) {
+bool Precision::optimizer_step(torch::optim::Optimizer& optimizer, const std::function<void()>& before_step) {
+  unscale_gradients(optimizer);
+  if (before_step) before_step();
   optimizer.step();
   return true;
 }

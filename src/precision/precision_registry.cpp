@@ -4,6 +4,8 @@
 #include <mutex>
 
 #include "volt/core/error.h"
+#include "volt/precision/mixed_precision.h"
+#include "volt/precision/true_precision.h"
 
 namespace volt::precision {
 
@@ -41,6 +43,13 @@ std::string normalize_precision(const std::string& given, std::vector<std::strin
 
 namespace {
 
+c10::DeviceType autocast_device(const std::string& accelerator, const std::string& precision) {
+  if (accelerator == "cpu") return c10::DeviceType::CPU;
+  if (accelerator == "cuda") return c10::DeviceType::CUDA;
+  throw NotSupportedError("precision='" + precision + "' needs LibTorch's autocast, which runs on cpu and cuda; the "
+                          "accelerator is " + accelerator + ".");
+}
+
 std::mutex& mutex() {
   static std::mutex m;
   return m;
@@ -48,7 +57,20 @@ std::mutex& mutex() {
 
 std::map<std::string, PrecisionFactory>& factories() {
   static std::map<std::string, PrecisionFactory> f = {
-      {"32-true", [] { return std::make_shared<Precision>(); }},
+      {"32-true", [](const std::string&) { return std::make_shared<Precision>(); }},
+      {"64-true", [](const std::string&) { return std::make_shared<TruePrecision>("64-true", at::kDouble); }},
+      {"16-true", [](const std::string&) { return std::make_shared<TruePrecision>("16-true", at::kHalf); }},
+      {"bf16-true", [](const std::string&) { return std::make_shared<TruePrecision>("bf16-true", at::kBFloat16); }},
+      {"bf16-mixed",
+       [](const std::string& accelerator) -> std::shared_ptr<Precision> {
+         return std::make_shared<MixedPrecision>("bf16-mixed", autocast_device(accelerator, "bf16-mixed"),
+                                                 at::kBFloat16);
+       }},
+      {"16-mixed",
+       [](const std::string& accelerator) -> std::shared_ptr<Precision> {
+         return std::make_shared<MixedPrecision>("16-mixed", autocast_device(accelerator, "16-mixed"), at::kHalf,
+                                                 std::make_shared<GradScaler>());
+       }},
   };
   return f;
 }

@@ -81,8 +81,8 @@ void Strategy::clip_gradients(torch::optim::Optimizer& optimizer, double value, 
   precision_->clip_gradients(optimizer, value, algorithm);
 }
 
-bool Strategy::optimizer_step(torch::optim::Optimizer& optimizer) {
-  return precision_->optimizer_step(optimizer);
+bool Strategy::optimizer_step(torch::optim::Optimizer& optimizer, const std::function<void()>& before_step) {
+  return precision_->optimizer_step(optimizer, before_step);
 }
 
 void Strategy::save_checkpoint(const Checkpoint& checkpoint, const std::string& path) {

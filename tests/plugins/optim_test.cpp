@@ -240,7 +240,7 @@ TEST_F(PrecisionClipTest, NonPositiveClipValueDisablesClipping) {
 }
 
 TEST_F(PrecisionClipTest, OptimizerStepStepsAndReportsIt) {
-  EXPECT_TRUE(precision_.optimizer_step(sgd_));
+  EXPECT_TRUE(precision_.optimizer_step(sgd_, {}));
   EXPECT_TRUE(a_.detach().allclose(at::tensor({-0.3f, 0.4f})));
   EXPECT_TRUE(unused_.detach().equal(at::zeros({2})));
 }

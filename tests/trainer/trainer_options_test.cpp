@@ -138,11 +138,6 @@ TEST(TrainerOptionsValidation, EveryBadFlagThrowsAtConstructionNamingTheFlagAndT
          o.devices = "2";
        },
        {"single_device", "devices=2"}},
-      // On CPU, 16-mixed means bf16-mixed (as Lightning); the message names that.
-      {"precision=16-mixed (no plug-in in this build)",
-       [](TrainerOptions& o) { o.precision = "16-mixed"; },
-       {"precision=", "16-mixed", "32-true"},
-       /*not_supported_allowed=*/true},
       {"precision=foo", [](TrainerOptions& o) { o.precision = "foo"; }, {"precision='foo'"}},
   };
   ScratchDir dir;

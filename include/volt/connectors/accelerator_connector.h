@@ -58,7 +58,9 @@ class AcceleratorConnector {
   /// A fresh strategy with its accelerator, precision, environment and checkpoint IO, from
   /// the plan alone. Throws NotSupportedError when this build cannot train with it.
   std::shared_ptr<strategies::Strategy> create_strategy() const { return build_stack(plan_); }
-  static std::shared_ptr<strategies::Strategy> build_stack(const Plan& plan);
+  /// `precision`: a plug-in object to use instead of the plan's precision name.
+  static std::shared_ptr<strategies::Strategy> build_stack(const Plan& plan,
+                                                           std::shared_ptr<precision::Precision> precision = nullptr);
 
   /// The accelerator, strategy, precision and environment names, with descriptions.
   static std::string describe_registries();

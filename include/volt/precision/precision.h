@@ -1,4 +1,5 @@
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -44,12 +45,16 @@ class Precision {
   virtual at::Tensor pre_backward(const at::Tensor& loss) { return loss; }
   virtual void backward(const at::Tensor& loss);
   virtual void post_backward(const at::Tensor&) {}
-  /// Divides gradients by the loss scale, once per optimizer step.
+  /// Divides gradients by the loss scale, once per optimizer step (a no-op without a
+  /// scaler, and when already done this step).
   virtual void unscale_gradients(torch::optim::Optimizer&) {}
-  /// Clips unscaled gradients of the optimizer's parameters.
+  /// Clips the optimizer's gradients (norm: the total 2-norm of all of them; value: each
+  /// entry). Called from optimizer_step's before_step, so always on unscaled gradients.
   virtual void clip_gradients(torch::optim::Optimizer& optimizer, double value, ClipAlgorithm algorithm);
-  /// Steps the optimizer; false when the step was skipped (e.g. inf gradients).
-  virtual bool optimizer_step(torch::optim::Optimizer& optimizer);
+  /// One optimizer step: unscale the gradients, run `before_step` (the
+  /// on_before_optimizer_step hooks and clipping), step unless a scaler found inf/NaN
+  /// gradients, update the scale. Returns whether the optimizer stepped.
+  virtual bool optimizer_step(torch::optim::Optimizer& optimizer, const std::function<void()>& before_step);
   virtual nlohmann::json state_dict() const { return nlohmann::json::object(); }
   virtual void load_state_dict(const nlohmann::json&) {}
   virtual void teardown() {}

@@ -21,7 +21,8 @@ const std::vector<PrecisionSpec>& precision_specs();
 /// deprecation warning added to `warnings`. Anything else: ConfigError listing the names.
 std::string normalize_precision(const std::string& given, std::vector<std::string>* warnings = nullptr);
 
-using PrecisionFactory = std::function<std::shared_ptr<Precision>()>;
+/// Builds the plug-in for an accelerator ("cpu", "cuda", "tpu").
+using PrecisionFactory = std::function<std::shared_ptr<Precision>(const std::string& accelerator)>;
 /// The plug-in behind a normalised name, or nullptr when this build has none.
 PrecisionFactory precision_factory(const std::string& name);
 void register_precision_factory(const std::string& name, PrecisionFactory factory);

@@ -58,8 +58,9 @@ class Strategy {
   virtual void unscale_gradients(torch::optim::Optimizer& optimizer);
   virtual void clip_gradients(torch::optim::Optimizer& optimizer, double value,
                               precision::ClipAlgorithm algorithm);
-  /// Steps the optimizer; false when the precision plug-in skipped the step.
-  virtual bool optimizer_step(torch::optim::Optimizer& optimizer);
+  /// One optimizer step through the precision plug-in (unscale, `before_step` with the
+  /// hooks and clipping, step, scale update); false when the step was skipped.
+  virtual bool optimizer_step(torch::optim::Optimizer& optimizer, const std::function<void()>& before_step = {});
 
   // --- collectives (identity on one process) ---
   virtual int64_t world_size() const { return 1; }

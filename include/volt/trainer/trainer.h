@@ -14,6 +14,7 @@
 #include "volt/data/dataloader.h"
 #include "volt/data/datamodule.h"
 #include "volt/loggers/logger.h"
+#include "volt/precision/precision.h"
 #include "volt/strategies/strategy.h"
 
 namespace volt::connectors {
@@ -34,9 +35,11 @@ class Trainer {
  public:
   /// `callbacks`: extra callbacks (a progress bar, a model summary and a ModelCheckpoint
   /// are added unless disabled or given). `loggers`: none given and options.logger true:
-  /// a CSVLogger under default_root_dir/lightning_logs.
+  /// a CSVLogger under default_root_dir/lightning_logs. `precision_plugins`: at most one
+  /// Precision object to use instead of the `precision` flag (Lightning's plugins=[...]).
   explicit Trainer(TrainerOptions options = {}, std::vector<std::shared_ptr<callbacks::Callback>> callbacks = {},
-                   std::vector<std::shared_ptr<loggers::Logger>> loggers = {});
+                   std::vector<std::shared_ptr<loggers::Logger>> loggers = {},
+                   std::vector<std::shared_ptr<precision::Precision>> precision_plugins = {});
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;

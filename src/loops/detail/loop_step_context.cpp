@@ -57,15 +57,16 @@ void run_backward(LoopContext& ctx, const at::Tensor& loss) {
 
 bool run_optimizer_step(LoopContext& ctx, size_t index) {
   auto& optimizer = *ctx.optimizers[index];
-  ctx.strategy.unscale_gradients(optimizer);
-  ctx.callbacks.call([&](callbacks::Callback& cb) { cb.on_before_optimizer_step(ctx.view, optimizer, index); });
-  ctx.module.on_before_optimizer_step(optimizer, index);
-  if (ctx.options.gradient_clip_val > 0.0) {
-    ctx.strategy.clip_gradients(optimizer, ctx.options.gradient_clip_val,
-                                ctx.options.gradient_clip_algorithm == "value" ? precision::ClipAlgorithm::kValue
-                                                                               : precision::ClipAlgorithm::kNorm);
-  }
-  const bool stepped = ctx.strategy.optimizer_step(optimizer);
+  const bool stepped = ctx.strategy.optimizer_step(optimizer, [&] {
+    // Gradients are unscaled here: hooks and clipping see their true values.
+    ctx.callbacks.call([&](callbacks::Callback& cb) { cb.on_before_optimizer_step(ctx.view, optimizer, index); });
+    ctx.module.on_before_optimizer_step(optimizer, index);
+    if (ctx.options.gradient_clip_val > 0.0) {
+      ctx.strategy.clip_gradients(optimizer, ctx.options.gradient_clip_val,
+                                  ctx.options.gradient_clip_algorithm == "value" ? precision::ClipAlgorithm::kValue
+                                                                                 : precision::ClipAlgorithm::kNorm);
+    }
+  });
   ++ctx.state.global_step;
   run_zero_grad(ctx, index);
   return stepped;
