@@ -43,6 +43,8 @@ struct Args {
   int64_t threads = 0;
   std::string logging = "both";
   bool check_only = false;
+  /// Non-empty: compare Volt at 32-true with Volt at this precision instead.
+  std::string compare_precision;
 };
 
 Args parse(int argc, char** argv) {
@@ -61,9 +63,11 @@ Args parse(int argc, char** argv) {
     else if (k == "--threads") a.threads = std::stoll(next());
     else if (k == "--logging") a.logging = next();
     else if (k == "--check-only") a.check_only = true;
+    else if (k == "--compare-precision") a.compare_precision = next();
     else if (k == "--help" || k == "-h") {
       std::cout << "trainer_vs_loop [--model mlp|cnn] [--train-size N] [--batch-size B] [--epochs E] [--rounds R]\n"
-                   "                [--threads T] [--logging off|on|both] [--check-only]\n";
+                   "                [--threads T] [--logging off|on|both] [--check-only]\n"
+                   "                [--compare-precision bf16-mixed]   (Volt 32-true vs Volt at that precision)\n";
       std::exit(0);
     } else {
       throw volt::ConfigError("unknown argument " + k + "; see --help");
@@ -145,7 +149,7 @@ double run_plain(const Args& a, const at::Tensor& x, const at::Tensor& y, std::v
 }
 
 double run_volt(const Args& a, const at::Tensor& x, const at::Tensor& y, bool logging, const std::string& root,
-                std::vector<at::Tensor>* weights) {
+                std::vector<at::Tensor>* weights, const std::string& precision = "32-true") {
   at::manual_seed(kSeed);
   BenchModule module(a.model, logging);
   volt::data::DataLoaderOptions lo;
@@ -165,6 +169,7 @@ double run_volt(const Args& a, const at::Tensor& x, const at::Tensor& y, bool lo
   o.enable_progress_bar = logging;
   o.logger = logging;
   o.default_root_dir = root;
+  o.precision = precision;
   // The bar draws as on a terminal (the costlier mode: redraws in place) into /dev/null,
   // so the benchmark's own output stays readable.
   static std::ofstream devnull("/dev/null");
@@ -219,6 +224,25 @@ int main(int argc, char** argv) {
                 static_cast<long long>(steps), static_cast<long long>(a.epochs), static_cast<long long>(a.threads),
                 static_cast<long long>(a.rounds));
     std::printf("allocator: glibc malloc, mmap/trim thresholds raised, both sides\n");
+
+    if (!a.compare_precision.empty()) {
+      std::vector<double> fp32, other;
+      for (int64_t r = 0; r < a.rounds; ++r) {
+        if (r % 2 == 0) {
+          fp32.push_back(run_volt(a, x, y, false, root, nullptr));
+          other.push_back(run_volt(a, x, y, false, root, nullptr, a.compare_precision));
+        } else {
+          other.push_back(run_volt(a, x, y, false, root, nullptr, a.compare_precision));
+          fp32.push_back(run_volt(a, x, y, false, root, nullptr));
+        }
+      }
+      const double m32 = median(fp32), mo = median(other);
+      std::printf("volt 32-true %8.3f s/epoch (%7.1f steps/s)  volt %s %8.3f s/epoch (%7.1f steps/s)  speed-up %.3fx\n",
+                  m32, static_cast<double>(steps) / m32, a.compare_precision.c_str(), mo,
+                  static_cast<double>(steps) / mo, m32 / mo);
+      std::filesystem::remove_all(root);
+      return 0;
+    }
 
     std::vector<at::Tensor> wp, wv;
     run_plain(a, x, y, &wp);
