@@ -124,7 +124,8 @@ int main(int argc, char** argv) {
         .add_option("data.batch_size", int64_t{64}, "training batch size")
         .add_option("data.val_size", int64_t{5000}, "training images held out for validation")
         .add_option("data.num_workers", int64_t{0}, "background threads preparing batches")
-        .add_option("early_stopping.patience", int64_t{3}, "validations without val_loss improvement before stopping");
+        .add_option("early_stopping.patience", int64_t{3}, "validations without val_loss improvement before stopping")
+        .add_option("fit.ckpt_path", std::string(""), "resume from this checkpoint (a path, \"last\" or \"best\")");
     if (!cli.parse(argc, argv)) return 0;
     const auto& options = cli.trainer_options();
 
@@ -149,7 +150,12 @@ int main(int argc, char** argv) {
     FashionMnistData data(cli.get_string("data.dir"), cli.get_int("data.batch_size"), cli.get_int("data.val_size"),
                           cli.get_int("data.num_workers"), options.seed.value_or(0));
 
-    trainer.fit(model, data);
+    trainer.fit(model, data, cli.get_string("fit.ckpt_path"));
+    if (trainer.state().interrupted_by != 0) {
+      // SIGTERM/SIGINT: the step finished and a checkpoint was saved; resume with
+      // --ckpt_path <it> (see the message above).
+      return 128 + trainer.state().interrupted_by;
+    }
     const std::string best = trainer.best_model_path();
     const auto metrics = trainer.test(model, data, best.empty() ? "" : "best");
     std::cout << "\ntest accuracy: " << 100.0 * metrics.at("test_acc") << "%"

@@ -20,6 +20,7 @@ bool FitLoop::min_reached() const {
 bool FitLoop::done() const {
   const auto& o = ctx_.options;
   const auto& state = ctx_.state;
+  if (state.interrupted_by != 0) return true;
   if (o.max_steps >= 0 && state.global_step >= o.max_steps) return true;
   const int64_t epochs = max_epochs();
   if (epochs >= 0 && state.current_epoch >= epochs) return true;
@@ -57,6 +58,7 @@ void FitLoop::run() {
   bool announced = false;
   while (!done()) {
     epoch_loop_.run();
+    if (state.interrupted_by != 0) break;  // mid-epoch: the checkpoint says where to go on
     // An epoch that ran to its end (or was cut short by a stop) is complete.
     state.current_epoch += 1;
     state.batches_done = 0;

@@ -28,6 +28,23 @@ bool TrainingEpochLoop::should_validate_after(int64_t batch_idx, int64_t num_bat
   return (batch_idx + 1) % every == 0;
 }
 
+bool TrainingEpochLoop::interrupted() {
+  if (ctx_.signals == nullptr) return false;
+  const int signal = ctx_.signals->received();
+  // Every rank must agree, or some would wait in the next collective forever.
+  if (!ctx_.view.reduce_boolean_decision(signal != 0, /*all=*/false)) return false;
+  auto& state = ctx_.state;
+  const std::string path = ctx_.view.log_dir() + "/checkpoints/interrupted.ckpt";
+  ctx_.view.save_checkpoint(path);
+  state.interrupted_by = signal;
+  state.interrupt_checkpoint = path;
+  ctx_.view.request_stop("received " + connectors::SignalConnector::name(signal) + ": finished step " +
+                         std::to_string(state.global_step) + " (epoch " + std::to_string(state.current_epoch) +
+                         ", batch " + std::to_string(state.batches_done) + ") and saved " + path +
+                         "; resume with fit(..., ckpt_path=\"" + path + "\").");
+  return true;
+}
+
 bool TrainingEpochLoop::reached_max_steps() const {
   return ctx_.options.max_steps >= 0 && ctx_.state.global_step >= ctx_.options.max_steps;
 }
@@ -113,6 +130,7 @@ void TrainingEpochLoop::run() {
     const bool stop = (state.should_stop && may_stop) || reached_max_steps();
     if (last && automatic) step_schedulers(Interval::kEpoch);
     if (should_validate_after(batch_idx, num_batches, last || stop)) run_validation();
+    if (interrupted()) return;
     if (stop) break;
   }
   stream.reset();

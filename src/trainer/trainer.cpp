@@ -10,6 +10,7 @@
 #include "volt/connectors/checkpoint_connector.h"
 #include "volt/connectors/data_connector.h"
 #include "volt/connectors/logger_connector.h"
+#include "volt/connectors/signal_connector.h"
 #include "volt/core/error.h"
 #include "volt/core/seed.h"
 #include "volt/loggers/csv_logger.h"
@@ -121,9 +122,11 @@ class Trainer::Impl : public TrainerView {
     return path;
   }
 
-  loops::LoopContext loop_context(Module& module, connectors::DataConnector& data) {
-    return loops::LoopContext{owner_.options_, owner_.state_, module, *strategy_, callback_connector_,
-                              logger_connector_, data, *this, optimizers_, lr_schedulers_};
+  loops::LoopContext loop_context(Module& module, connectors::DataConnector& data,
+                                  const connectors::SignalConnector* signals = nullptr) {
+    return loops::LoopContext{owner_.options_, owner_.state_, module,           *strategy_, callback_connector_,
+                              logger_connector_, data,         *this,           optimizers_, lr_schedulers_,
+                              signals};
   }
 
   Trainer& owner_;
@@ -330,7 +333,11 @@ void Trainer::run_fit(Module& module, connectors::DataConnector& data, const std
     impl.logger_connector_.log_hyperparams(module.hparams());
 
     using CB = callbacks::Callback;
-    auto ctx = impl.loop_context(module, data);
+    // SIGTERM/SIGINT during fit: finish the step, checkpoint, stop (see TrainingEpochLoop).
+    connectors::SignalConnector signals({SIGTERM, SIGINT});
+    state_.interrupted_by = 0;
+    state_.interrupt_checkpoint.clear();
+    auto ctx = impl.loop_context(module, data, &signals);
     impl.callback_connector_.call([&](CB& cb) { cb.on_fit_start(impl); });
     module.on_fit_start();
     loops::FitLoop fit_loop(ctx);

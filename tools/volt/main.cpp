@@ -1,16 +1,25 @@
-// The `volt` command: facts about this build and the hardware plan a set of flags gives.
+// The `volt` command: facts about this build, the hardware plan a set of flags gives, and what a
+// checkpoint or weights file holds.
 #include <ATen/Parallel.h>
 #include <ATen/Context.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "volt/accelerators/hardware_probe.h"
+#include "volt/checkpoint_io/safetensors.h"
+#include "volt/checkpoint_io/torch_checkpoint_io.h"
 #include "volt/connectors/accelerator_connector.h"
 #include "volt/core/compat.h"
 #include "volt/core/error.h"
@@ -27,6 +36,9 @@ constexpr const char* kUsage =
     "  info               this build and machine: versions, threads, BLAS, registered plug-ins\n"
     "  plan [--devices D --strategy S ... --assume cuda=8 --json]\n"
     "                     resolve hardware flags into the plan a Trainer would run (volt plan --help)\n"
+    "  inspect FILE [--json]\n"
+    "                     describe a Volt checkpoint or a .safetensors file: versions, progress,\n"
+    "                     metrics, every tensor's dtype and shape, totals, optimizer state\n"
     "  help               this text\n";
 
 int cmd_info() {
@@ -41,6 +53,7 @@ int cmd_info() {
 const char* error_kind(const volt::Error& e) {
   if (dynamic_cast<const volt::ConfigError*>(&e)) return "ConfigError";
   if (dynamic_cast<const volt::NotSupportedError*>(&e)) return "NotSupportedError";
+  if (dynamic_cast<const volt::CheckpointError*>(&e)) return "CheckpointError";
   return "Error";
 }
 
@@ -115,6 +128,197 @@ int cmd_plan(int argc, char** argv) {
   }
 }
 
+constexpr const char* kInspectUsage =
+    "usage: volt inspect FILE [--json]\n"
+    "Describes a Volt checkpoint or a .safetensors file (detected from its header): versions, epoch, step,\n"
+    "metrics, one row per tensor (name, dtype, shape, numel), totals and optimizer state. Exit status 2\n"
+    "when the file is missing or corrupt.\n";
+
+struct TensorRow {
+  std::string name;
+  std::string dtype;
+  std::vector<int64_t> shape;
+  int64_t numel = 0;
+  int64_t bytes = 0;
+};
+
+std::vector<TensorRow> tensor_rows(const std::map<std::string, at::Tensor>& tensors) {
+  std::vector<TensorRow> rows;
+  for (const auto& [name, t] : tensors) {
+    std::string dtype = volt::checkpoint_io::safetensors_dtype_name(t.scalar_type());
+    if (dtype.empty()) dtype = c10::toString(t.scalar_type());
+    rows.push_back({name, dtype, t.sizes().vec(), t.numel(), t.numel() * static_cast<int64_t>(t.element_size())});
+  }
+  return rows;
+}
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+// A header that declares a length fitting the file and starts with '{' is safetensors;
+// LibTorch archives start with a zip signature, whose first 8 bytes read as a huge length.
+bool looks_like_safetensors(const std::string& path) {
+  std::error_code ec;
+  const uint64_t size = std::filesystem::file_size(path, ec);
+  if (ec || size < 10) return false;
+  std::ifstream in(path, std::ios::binary);
+  unsigned char head[9];
+  if (!in.read(reinterpret_cast<char*>(head), sizeof(head))) return false;
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | head[i];
+  return n >= 2 && n <= size - 8 && head[8] == '{';
+}
+
+bool has_suffix(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string number_string(const nlohmann::json& j) {
+  if (!j.is_number_float()) return j.dump();
+  std::ostringstream out;
+  out << j.get<double>();
+  return out.str();
+}
+
+void print_tensor_table(const std::vector<TensorRow>& rows, int64_t parameters, const char* parameters_note) {
+  size_t name_w = 4, dtype_w = 5, shape_w = 5;
+  for (const auto& r : rows) {
+    name_w = std::max(name_w, r.name.size());
+    dtype_w = std::max(dtype_w, r.dtype.size());
+    shape_w = std::max(shape_w, shape_string(r.shape).size());
+  }
+  auto cell = [](const std::string& s, size_t w) { return s + std::string(w - s.size() + 2, ' '); };
+  std::cout << "\n" << cell("name", name_w) << cell("dtype", dtype_w) << cell("shape", shape_w) << "numel\n";
+  int64_t bytes = 0;
+  for (const auto& r : rows) {
+    std::cout << cell(r.name, name_w) << cell(r.dtype, dtype_w) << cell(shape_string(r.shape), shape_w) << r.numel
+              << "\n";
+    bytes += r.bytes;
+  }
+  std::cout << "\ntotal: " << rows.size() << " tensors, " << parameters << " parameters" << parameters_note << ", "
+            << bytes << " bytes of tensor data\n";
+}
+
+nlohmann::json rows_json(const std::vector<TensorRow>& rows) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& r : rows) {
+    out.push_back({{"name", r.name}, {"dtype", r.dtype}, {"shape", r.shape}, {"numel", r.numel}});
+  }
+  return out;
+}
+
+nlohmann::json totals_json(const std::vector<TensorRow>& rows, int64_t parameters) {
+  int64_t bytes = 0;
+  for (const auto& r : rows) bytes += r.bytes;
+  return {{"tensors", rows.size()}, {"parameters", parameters}, {"bytes", bytes}};
+}
+
+void inspect_safetensors(const std::string& path, bool json) {
+  const auto file = volt::checkpoint_io::load_safetensors(path);
+  const auto rows = tensor_rows(file.tensors);
+  int64_t parameters = 0;
+  for (const auto& r : rows) parameters += r.numel;
+  if (json) {
+    std::cout << nlohmann::json{{"kind", "safetensors"},
+                                {"path", path},
+                                {"metadata", file.metadata},
+                                {"tensors", rows_json(rows)},
+                                {"totals", totals_json(rows, parameters)}}
+                     .dump()
+              << "\n";
+    return;
+  }
+  std::cout << path << ": safetensors weights\n";
+  for (const auto& [key, value] : file.metadata) std::cout << "  " << key << ": " << value << "\n";
+  print_tensor_table(rows, parameters, "");
+}
+
+void inspect_checkpoint(const std::string& path, bool json) {
+  const volt::Checkpoint ckpt = volt::checkpoint_io::TorchCheckpointIO().load_checkpoint(path);
+  const auto rows = tensor_rows(ckpt.tensors);
+  // Parameters are the module's tensors (its parameters and buffers), not RNG states.
+  int64_t parameters = 0;
+  for (const auto& r : rows) {
+    if (r.name.rfind("state_dict.", 0) == 0) parameters += r.numel;
+  }
+  const auto& meta = ckpt.meta;
+  if (json) {
+    nlohmann::json blobs = nlohmann::json::array();
+    for (const auto& [name, bytes] : ckpt.blobs) blobs.push_back({{"name", name}, {"bytes", bytes.size()}});
+    std::cout << nlohmann::json{{"kind", "checkpoint"}, {"path", path},
+                                {"meta", meta},         {"tensors", rows_json(rows)},
+                                {"blobs", blobs},       {"totals", totals_json(rows, parameters)}}
+                     .dump()
+              << "\n";
+    return;
+  }
+  auto field = [&](const char* key) { return meta.contains(key) ? number_string(meta[key]) : std::string("?"); };
+  auto text = [&](const char* key) {
+    return meta.contains(key) && meta[key].is_string() ? meta[key].get<std::string>() : std::string("?");
+  };
+  std::cout << path << ": Volt checkpoint (format " << field("format_version") << ", Volt " << text("volt_version")
+            << ", LibTorch " << text("torch_version") << ")\n";
+  std::cout << "  epoch " << field("epoch") << ", global step " << field("global_step")
+            << (meta.value("weights_only", false) ? ", weights only" : "") << "\n";
+  const auto metrics = meta.value("metrics", nlohmann::json::object());
+  if (metrics.is_object() && !metrics.empty()) {
+    std::cout << "  metrics:";
+    for (const auto& [name, value] : metrics.items()) std::cout << " " << name << "=" << number_string(value);
+    std::cout << "\n";
+  }
+  const auto hparams = meta.value("hyper_parameters", nlohmann::json::object());
+  if (!hparams.is_null() && !hparams.empty()) std::cout << "  hyper_parameters: " << hparams.dump() << "\n";
+  print_tensor_table(rows, parameters, " (state_dict)");
+  if (!ckpt.blobs.empty()) {
+    std::cout << "\noptimizer state:\n";
+    for (const auto& [name, bytes] : ckpt.blobs) std::cout << "  " << name << "  " << bytes.size() << " bytes\n";
+  }
+}
+
+int cmd_inspect(int argc, char** argv) {
+  // --json is known before any error, so that every error comes out as JSON with it.
+  const bool json = std::any_of(argv + 1, argv + argc, [](const char* a) { return std::strcmp(a, "--json") == 0; });
+  std::string path;
+  try {
+    for (int i = 1; i < argc; ++i) {
+      const std::string arg = argv[i];
+      if (arg == "--json") {
+        continue;
+      } else if (arg == "--help" || arg == "-h") {
+        std::cout << kInspectUsage;
+        return 0;
+      } else if (arg.rfind("--", 0) == 0 || !path.empty()) {
+        throw volt::ConfigError("unexpected argument '" + arg + "'. " + std::string(kInspectUsage));
+      } else {
+        path = arg;
+      }
+    }
+    if (path.empty()) throw volt::ConfigError(std::string("volt inspect needs a FILE. ") + kInspectUsage);
+    if (std::filesystem::is_directory(path)) {
+      throw volt::CheckpointError("'" + path +
+                                  "' is a folder; volt inspect reads one checkpoint or .safetensors file.");
+    }
+    if (has_suffix(path, ".safetensors") || looks_like_safetensors(path)) {
+      inspect_safetensors(path, json);
+    } else {
+      inspect_checkpoint(path, json);
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    // LibTorch's own errors (c10::Error) reach here from a damaged archive too.
+    const auto* volt_error = dynamic_cast<const volt::Error*>(&e);
+    const char* kind = volt_error ? error_kind(*volt_error) : "CheckpointError";
+    if (json) {
+      std::cout << nlohmann::json{{"error", e.what()}, {"kind", kind}}.dump() << "\n";
+    } else {
+      std::cerr << "volt inspect: " << e.what() << "\n";
+    }
+    return 2;
+  }
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -130,6 +334,7 @@ int main(int argc, char** argv) {
     }
     if (cmd == "info") return cmd_info();
     if (cmd == "plan") return cmd_plan(argc - 1, argv + 1);
+    if (cmd == "inspect") return cmd_inspect(argc - 1, argv + 1);
     if (cmd == "help" || cmd == "--help" || cmd == "-h") {
       std::cout << kUsage;
       return 0;

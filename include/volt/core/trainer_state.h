@@ -32,6 +32,11 @@ struct TrainerState {
   bool sanity_checking = false;
   bool should_stop = false;
   std::string stop_reason;
+  /// The signal (SIGTERM, SIGINT) that interrupted the fit, 0 if none. Then a checkpoint
+  /// was saved after the step in progress, and training stopped whatever min_epochs says.
+  int interrupted_by = 0;
+  /// Where that checkpoint went.
+  std::string interrupt_checkpoint;
   bool is_global_zero = true;
   int64_t world_size = 1;
   std::string default_root_dir = ".";

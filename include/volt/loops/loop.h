@@ -5,6 +5,7 @@
 #include "volt/connectors/callback_connector.h"
 #include "volt/connectors/data_connector.h"
 #include "volt/connectors/logger_connector.h"
+#include "volt/connectors/signal_connector.h"
 #include "volt/core/module.h"
 #include "volt/core/optimizer_config.h"
 #include "volt/core/trainer_options.h"
@@ -26,6 +27,8 @@ struct LoopContext {
   TrainerView& view;
   std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers;
   std::vector<LRSchedulerConfig>& lr_schedulers;
+  /// Termination signals caught during fit (nullptr outside fit).
+  const connectors::SignalConnector* signals = nullptr;
 };
 
 /// A loop runs one level of a stage (an epoch, the batches of an evaluation, ...).

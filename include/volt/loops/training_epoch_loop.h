@@ -23,6 +23,9 @@ class TrainingEpochLoop : public Loop {
   void run_validation();
   void step_schedulers(Interval interval);
   bool reached_max_steps() const;
+  /// After a batch: if a termination signal arrived, saves interrupted.ckpt, asks to stop
+  /// and returns true (the epoch then ends without its epoch-end hooks).
+  bool interrupted();
 };
 
 }  // namespace volt::loops

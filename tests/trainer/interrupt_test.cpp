@@ -1,0 +1,129 @@
+// SIGTERM/SIGINT during fit: the step in progress finishes, interrupted.ckpt is written,
+// fit returns; resuming from it ends with bitwise the same weights as a run that was
+// never interrupted (data order, dropout RNG, optimizer momentum, LR schedule).
+#include <csignal>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include <ATen/ops/cross_entropy_loss.h>
+#include <gtest/gtest.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/sgd.h>
+
+#include "support/boring_module.h"
+#include "volt/core/lr_scheduler.h"
+#include "volt/core/seed.h"
+#include "volt/trainer/trainer.h"
+
+namespace {
+
+using volt::Trainer;
+using volt::testing::quiet_options;
+using volt::testing::ScratchDir;
+
+/// Dropout (CPU RNG), SGD with momentum, a per-step LR schedule: everything a resume
+/// must restore. Raises `signal` inside the training step of global step `raise_at`.
+class Resumable : public volt::Module {
+ public:
+  explicit Resumable(int64_t raise_at = -1, int signal = SIGTERM) : raise_at_(raise_at), signal_(signal) {
+    fc1 = register_module("fc1", torch::nn::Linear(32, 16));
+    drop = register_module("drop", torch::nn::Dropout(0.5));
+    fc2 = register_module("fc2", torch::nn::Linear(16, 2));
+  }
+  at::Tensor training_step(volt::Batch& b, volt::StepContext& ctx) override {
+    if (ctx.global_step() == raise_at_) std::raise(signal_);
+    auto loss = at::cross_entropy_loss(fc2->forward(drop->forward(fc1->forward(b[0]).relu())), b[1]);
+    ctx.log("train_loss", loss);
+    return loss;
+  }
+  volt::OptimizerConfig configure_optimizers() override {
+    auto sgd = std::make_shared<torch::optim::SGD>(parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+    return {sgd, volt::LRSchedulerConfig{std::make_shared<volt::StepLR>(*sgd, 3, 0.5), volt::Interval::kStep}};
+  }
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+  torch::nn::Dropout drop{nullptr};
+
+ private:
+  int64_t raise_at_;
+  int signal_;
+};
+
+std::shared_ptr<volt::data::DataLoader> shuffled(uint64_t seed) {
+  volt::data::DataLoaderOptions o;
+  o.batch_size = 4;
+  o.shuffle = true;
+  o.seed = seed;
+  return std::make_shared<volt::data::DataLoader>(volt::testing::random_dataset(16, 5), o);
+}
+
+volt::TrainerOptions options(const ScratchDir& dir) {
+  auto o = quiet_options(dir.path());
+  o.max_epochs = 3;  // 4 batches an epoch: global steps 0..11
+  return o;
+}
+
+std::vector<at::Tensor> weights(const volt::Module& m) {
+  std::vector<at::Tensor> out;
+  for (const auto& p : m.parameters()) out.push_back(p.detach().clone());
+  return out;
+}
+
+void expect_bitwise_equal(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(a[i].equal(b[i])) << "parameter " << i << " differs";
+}
+
+std::vector<at::Tensor> uninterrupted(const ScratchDir& dir) {
+  volt::seed_everything(21);
+  Resumable m;
+  Trainer trainer(options(dir));
+  trainer.fit(m, shuffled(9));
+  EXPECT_EQ(trainer.global_step(), 12);
+  return weights(m);
+}
+
+void interrupt_and_resume(int64_t raise_at, int signal) {
+  ScratchDir dir;
+  const auto reference = uninterrupted(dir);
+
+  volt::seed_everything(21);
+  Resumable first(raise_at, signal);
+  Trainer trainer(options(dir));
+  trainer.fit(first, shuffled(9));
+  EXPECT_EQ(trainer.state().interrupted_by, signal);
+  EXPECT_EQ(trainer.global_step(), raise_at + 1) << "the step in progress must finish";
+  const std::string path = trainer.state().interrupt_checkpoint;
+  ASSERT_TRUE(std::filesystem::exists(path)) << path;
+  EXPECT_NE(trainer.state().stop_reason.find(path), std::string::npos) << trainer.state().stop_reason;
+
+  volt::seed_everything(999);  // the checkpoint's RNG state must win over whatever is current
+  Resumable second;
+  Trainer resumed(options(dir));
+  resumed.fit(second, shuffled(9), nullptr, path);
+  EXPECT_EQ(resumed.global_step(), 12);
+  EXPECT_EQ(resumed.state().interrupted_by, 0);
+  expect_bitwise_equal(reference, weights(second));
+}
+
+TEST(Interrupt, SigtermMidEpochResumesBitwiseExactly) { interrupt_and_resume(5, SIGTERM); }
+
+TEST(Interrupt, SigintAtAnEpochsLastBatchResumesBitwiseExactly) { interrupt_and_resume(7, SIGINT); }
+
+TEST(Interrupt, StopsEvenBeforeMinEpochsAndRestoresTheSignalHandlers) {
+  ScratchDir dir;
+  auto o = options(dir);
+  o.min_epochs = 3;
+  struct sigaction before {};
+  sigaction(SIGTERM, nullptr, &before);
+  Resumable m(1);
+  Trainer trainer(o);
+  trainer.fit(m, shuffled(9));
+  EXPECT_EQ(trainer.global_step(), 2);
+  struct sigaction after {};
+  sigaction(SIGTERM, nullptr, &after);
+  EXPECT_EQ(after.sa_handler, before.sa_handler) << "fit must give the previous SIGTERM handler back";
+}
+
+}  // namespace
