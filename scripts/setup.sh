@@ -21,7 +21,7 @@ done
 packages=(
   libtorch-dev libgloo-dev libopenblas0-openmp cmake ninja-build g++ ccache
   libyaml-cpp-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
-  zlib1g-dev dataset-fashion-mnist git ca-certificates
+  zlib1g-dev dataset-fashion-mnist git ca-certificates python3-numpy
 )
 
 missing=()
@@ -63,6 +63,9 @@ elif [ ! -f build/build.ninja ] && [ ! -f build/Makefile ]; then
 fi
 
 jobs=$(nproc)
+# Paths relative to the tree in ccache's keys: a fresh clone elsewhere (CI) reuses the
+# objects of an earlier build of the same sources.
+export CCACHE_BASEDIR="$PWD"
 echo "volt setup: building build/ with $jobs jobs"
 cmake --build build -j "$jobs"
 echo "volt setup: build/ is up to date"

@@ -2,3 +2,4 @@
 /// Every public header of volt/checkpoint_io/.
 #include "volt/checkpoint_io/checkpoint_io.h"
 #include "volt/checkpoint_io/torch_checkpoint_io.h"
+#include "volt/checkpoint_io/safetensors.h"

@@ -102,6 +102,10 @@ void TorchCheckpointIO::save_checkpoint(const Checkpoint& checkpoint, const std:
 }
 
 Checkpoint TorchCheckpointIO::load_checkpoint(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    throw CheckpointError("checkpoint '" + path + "' is a folder, not a checkpoint file. Pass the .ckpt file inside it.");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     throw CheckpointError("checkpoint '" + path + "' cannot be opened: " + std::strerror(errno) +
@@ -111,9 +115,13 @@ Checkpoint TorchCheckpointIO::load_checkpoint(const std::string& path) {
   c10::IValue root;
   try {
     root = torch::jit::pickle_load(data);
+  } catch (const c10::Error& e) {
+    throw CheckpointError("checkpoint '" + path + "' (" + std::to_string(data.size()) +
+                          " bytes) is not a readable Volt checkpoint (truncated or not a checkpoint): " +
+                          e.what_without_backtrace());
   } catch (const std::exception& e) {
     throw CheckpointError("checkpoint '" + path + "' (" + std::to_string(data.size()) +
-                          " bytes) is not a readable Volt checkpoint: " + std::string(e.what()).substr(0, 300));
+                          " bytes) is not a readable Volt checkpoint (truncated or not a checkpoint): " + e.what());
   }
   if (!root.isGenericDict()) {
     throw CheckpointError("checkpoint '" + path + "' holds a " + root.tagKind() +
