@@ -3,3 +3,4 @@
 #include "volt/checkpoint_io/checkpoint_io.h"
 #include "volt/checkpoint_io/torch_checkpoint_io.h"
 #include "volt/checkpoint_io/safetensors.h"
+#include "volt/checkpoint_io/state_dict.h"

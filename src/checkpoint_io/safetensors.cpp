@@ -1,5 +1,7 @@
 #include "volt/checkpoint_io/safetensors.h"
 
+#include "volt/checkpoint_io/state_dict.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
@@ -296,57 +298,11 @@ SafetensorsFile load_safetensors(const std::string& path) {
 
 void save_module_safetensors(const torch::nn::Module& module, const std::string& path,
                              const std::map<std::string, std::string>& metadata) {
-  std::map<std::string, at::Tensor> state;
-  for (const auto& item : module.named_parameters(true)) {
-    if (item.value().defined()) state.emplace(item.key(), item.value());
-  }
-  for (const auto& item : module.named_buffers(true)) {
-    if (item.value().defined()) state.emplace(item.key(), item.value());
-  }
-  save_safetensors(state, path, metadata);
+  save_safetensors(module_state_dict(module), path, metadata);
 }
 
 void load_module_safetensors(torch::nn::Module& module, const std::string& path) {
-  auto saved = load_safetensors(path).tensors;
-  std::vector<std::string> missing;
-  std::vector<std::string> mismatched;
-  std::vector<std::pair<at::Tensor, at::Tensor>> copies;
-  auto visit = [&](const std::string& name, at::Tensor& target) {
-    if (!target.defined()) return;
-    auto it = saved.find(name);
-    if (it == saved.end()) {
-      missing.push_back(name);
-      return;
-    }
-    if (it->second.sizes() != target.sizes()) {
-      mismatched.push_back(name + " (file " + shape_string(it->second.sizes().vec()) + ", module " +
-                           shape_string(target.sizes().vec()) + ")");
-    } else {
-      copies.emplace_back(target, it->second);
-    }
-    saved.erase(it);
-  };
-  for (auto& item : module.named_parameters(true)) visit(item.key(), item.value());
-  for (auto& item : module.named_buffers(true)) visit(item.key(), item.value());
-  if (!missing.empty() || !mismatched.empty() || !saved.empty()) {
-    std::string msg = "safetensors file '" + path + "' does not fit module " + module.name() + ":";
-    auto list = [&](const char* what, const std::vector<std::string>& names) {
-      if (names.empty()) return;
-      msg += std::string(" ") + what + " [";
-      for (size_t i = 0; i < names.size(); ++i) msg += (i ? ", " : "") + names[i];
-      msg += "];";
-    };
-    std::vector<std::string> unexpected;
-    for (const auto& [name, tensor] : saved) unexpected.push_back(name);
-    std::sort(missing.begin(), missing.end());
-    std::sort(mismatched.begin(), mismatched.end());
-    list("missing in file", missing);
-    list("shape differs", mismatched);
-    list("unexpected in file", unexpected);
-    throw CheckpointError(msg + " Load it into the model class and configuration that wrote it.");
-  }
-  at::NoGradGuard no_grad;
-  for (auto& [target, source] : copies) target.copy_(source);
+  load_state_dict_strict(module, load_safetensors(path).tensors, "safetensors file '" + path + "'", "file");
 }
 
 }  // namespace volt::checkpoint_io

@@ -9,6 +9,7 @@
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
+#include "volt/checkpoint_io/state_dict.h"
 #include "volt/core/compat.h"
 #include "volt/core/error.h"
 #include "volt/core/version.h"
@@ -28,11 +29,8 @@ std::string optimizer_key(size_t i) {
 Checkpoint CheckpointConnector::dump(const CheckpointParts& parts, bool weights_only,
                                      const std::string& logger_version) const {
   Checkpoint ckpt;
-  for (const auto& item : parts.module.named_parameters(/*recurse=*/true)) {
-    ckpt.tensors[kStateDictPrefix + item.key()] = item.value();
-  }
-  for (const auto& item : parts.module.named_buffers(/*recurse=*/true)) {
-    ckpt.tensors[kStateDictPrefix + item.key()] = item.value();
+  for (const auto& [name, tensor] : checkpoint_io::module_state_dict(parts.module)) {
+    ckpt.tensors[kStateDictPrefix + name] = tensor;
   }
   auto& meta = ckpt.meta;
   meta["format_version"] = kCheckpointFormatVersion;
@@ -97,44 +95,7 @@ Checkpoint CheckpointConnector::load(const std::string& path) const {
 }
 
 void CheckpointConnector::restore_module(Module& module, const Checkpoint& checkpoint, const std::string& path) {
-  auto saved = checkpoint.state_dict();
-  std::vector<std::string> missing;
-  std::vector<std::string> mismatched;
-  std::vector<std::pair<at::Tensor, at::Tensor>> copies;
-  auto visit = [&](const std::string& name, at::Tensor& target) {
-    auto it = saved.find(name);
-    if (it == saved.end()) {
-      missing.push_back(name);
-      return;
-    }
-    if (it->second.sizes() != target.sizes()) {
-      std::ostringstream msg;
-      msg << name << " (checkpoint " << it->second.sizes() << ", module " << target.sizes() << ")";
-      mismatched.push_back(msg.str());
-    } else {
-      copies.emplace_back(target, it->second);
-    }
-    saved.erase(it);
-  };
-  for (auto& item : module.named_parameters(true)) visit(item.key(), item.value());
-  for (auto& item : module.named_buffers(true)) visit(item.key(), item.value());
-  if (!missing.empty() || !mismatched.empty() || !saved.empty()) {
-    std::string msg = "checkpoint '" + path + "' does not fit module " + module.name() + ":";
-    auto list = [&](const char* what, const std::vector<std::string>& names) {
-      if (names.empty()) return;
-      msg += std::string(" ") + what + " [";
-      for (size_t i = 0; i < names.size(); ++i) msg += (i ? ", " : "") + names[i];
-      msg += "];";
-    };
-    std::vector<std::string> unexpected;
-    for (const auto& [k, v] : saved) unexpected.push_back(k);
-    list("missing in checkpoint", missing);
-    list("shape differs", mismatched);
-    list("unexpected in checkpoint", unexpected);
-    throw CheckpointError(msg + " Load it into the model class and configuration that wrote it.");
-  }
-  at::NoGradGuard no_grad;
-  for (auto& [target, source] : copies) target.copy_(source);
+  checkpoint_io::load_state_dict_strict(module, checkpoint.state_dict(), "checkpoint '" + path + "'", "checkpoint");
 }
 
 void CheckpointConnector::restore_training_state(const CheckpointParts& parts, const Checkpoint& checkpoint,

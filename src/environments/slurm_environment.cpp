@@ -102,10 +102,7 @@ SLURMEnvironment::SLURMEnvironment(const Environ& env, Options options) : option
     main_address_ = list ? expand_slurm_nodelist(*list).front() : "127.0.0.1";
   }
   if (auto port = env.get_int("MASTER_PORT")) {
-    if (*port < 1 || *port > 65535) {
-      throw ConfigError("MASTER_PORT=" + std::to_string(*port) + " is not a TCP port. Use 1-65535.");
-    }
-    main_port_ = static_cast<int>(*port);
+    set_port(*port, "MASTER_PORT");
   } else {
     const std::string id = env.get_or("SLURM_JOB_ID", "0");
     const std::string tail = id.size() > 4 ? id.substr(id.size() - 4) : id;

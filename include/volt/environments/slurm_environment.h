@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "volt/core/environ.h"
-#include "volt/environments/cluster_environment.h"
+#include "volt/environments/fixed_layout_environment.h"
 
 namespace volt::environments {
 
@@ -14,7 +14,7 @@ std::vector<std::string> expand_slurm_nodelist(const std::string& nodelist);
 /// A job started by srun/sbatch: ranks from SLURM_PROCID, SLURM_LOCALID, SLURM_NODEID and
 /// SLURM_NTASKS; rank 0's address is the first host of SLURM_NODELIST (MASTER_ADDR wins
 /// when set); the port is MASTER_PORT or 15000 + the last four digits of SLURM_JOB_ID.
-class SLURMEnvironment : public ClusterEnvironment {
+class SLURMEnvironment : public FixedLayoutEnvironment {
  public:
   struct Options {
     /// Detect SLURM at all (false: an srun job is treated as a plain process).
@@ -34,14 +34,6 @@ class SLURMEnvironment : public ClusterEnvironment {
 
   std::string name() const override { return "slurm"; }
   bool creates_processes_externally() const override { return true; }
-  std::string main_address() const override { return main_address_; }
-  int main_port() const override { return main_port_; }
-  int64_t world_size() const override { return world_size_; }
-  int64_t global_rank() const override { return global_rank_; }
-  int64_t local_rank() const override { return local_rank_; }
-  int64_t node_rank() const override { return node_rank_; }
-  void set_world_size(int64_t size) override { world_size_ = size; }
-  void set_global_rank(int64_t rank) override { global_rank_ = rank; }
   /// SLURM_NTASKS_PER_NODE must equal devices and SLURM_NNODES num_nodes: a job script
   /// that asks for fewer tasks than the Trainer uses would otherwise hang at rendezvous.
   void validate(int64_t devices_per_node, int64_t num_nodes) const override;
@@ -54,9 +46,6 @@ class SLURMEnvironment : public ClusterEnvironment {
   Options options_;
   Environ env_;
   std::string job_id_;
-  std::string main_address_;
-  int main_port_ = 0;
-  int64_t world_size_ = 1, global_rank_ = 0, local_rank_ = 0, node_rank_ = 0;
 };
 
 }  // namespace volt::environments

@@ -1,0 +1,25 @@
+#pragma once
+#include <map>
+#include <string>
+
+#include <ATen/core/Tensor.h>
+
+namespace torch::nn {
+class Module;
+}
+
+namespace volt::checkpoint_io {
+
+/// The module's parameters and buffers by dotted name (what checkpoints and .safetensors
+/// files store).
+std::map<std::string, at::Tensor> module_state_dict(const torch::nn::Module& module);
+
+/// Copies `state` into the module like a strict load_state_dict: every parameter and
+/// buffer must be there with its shape, and nothing else. Otherwise nothing is copied and
+/// a CheckpointError lists what is missing, what differs in shape and what is unexpected,
+/// naming `source` (e.g. "checkpoint 'a.ckpt'") and calling it `kind` ("checkpoint",
+/// "file") in the lists. Values are converted to each parameter's dtype and device.
+void load_state_dict_strict(torch::nn::Module& module, std::map<std::string, at::Tensor> state,
+                            const std::string& source, const std::string& kind);
+
+}  // namespace volt::checkpoint_io
