@@ -22,6 +22,8 @@
 #include <ATen/ops/tensor.h>
 #include <ATen/ops/zeros.h>
 #include <gtest/gtest.h>
+
+#include "support/expect.h"
 #include <torch/csrc/jit/serialization/pickle.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
@@ -89,23 +91,8 @@ bool has_temp_file(const fs::path& dir) {
   return false;
 }
 
-template <typename E, typename Fn>
-std::string error_message(Fn&& fn) {
-  try {
-    fn();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "unexpected exception type: " << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "no exception thrown";
-  return "";
-}
-
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
+using volt::testing::contains;
+using volt::testing::error_message;
 
 Checkpoint small_checkpoint() {
   Checkpoint c;

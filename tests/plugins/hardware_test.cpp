@@ -19,6 +19,8 @@
 #include <ATen/ops/tensor.h>
 #include <ATen/ops/zeros.h>
 #include <gtest/gtest.h>
+
+#include "support/expect.h"
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
 
@@ -76,24 +78,8 @@ class ScopedEnv {
   std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
 };
 
-// Runs `fn`, expects an exception of type E and returns its message ("" when none was thrown).
-template <typename E, typename Fn>
-std::string error_message(Fn&& fn) {
-  try {
-    fn();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "unexpected exception type: " << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "no exception thrown";
-  return "";
-}
-
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
+using volt::testing::contains;
+using volt::testing::error_message;
 
 // ---------------------------------------------------------------- CPUAccelerator
 
