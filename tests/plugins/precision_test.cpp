@@ -183,7 +183,9 @@ TEST(TruePrecision, CastsModuleInputsAndDefaultDtype) {
     EXPECT_EQ(batch[1].scalar_type(), at::kLong) << name << ": labels stay integers";
     {
       auto scope = precision->forward_context();
-      if (dtype == at::kDouble) EXPECT_EQ(at::ones({1}).scalar_type(), at::kDouble);
+      if (dtype == at::kDouble) {
+        EXPECT_EQ(at::ones({1}).scalar_type(), at::kDouble);
+      }
     }
     EXPECT_EQ(at::ones({1}).scalar_type(), at::kFloat);
   }
