@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "support/expect.h"
+
 #include "support/fake_trainer_view.h"
 #include "volt/core/error.h"
 
@@ -28,9 +30,7 @@ size_t count(const std::string& text, const std::string& what) {
   return n;
 }
 
-bool contains(const std::string& text, const std::string& what) {
-  return text.find(what) != std::string::npos;
-}
+using volt::testing::contains;
 
 class ProgressBarTest : public ::testing::Test {
  protected:

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "support/expect.h"
+
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -36,9 +38,7 @@ std::string error_of(const std::function<void()>& f) {
   return "<no ConfigError thrown>";
 }
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using volt::testing::contains;
 
 // A file under the test temp dir, named after the running test so tests never share one.
 std::string write_file(const std::string& name, const std::string& text) {

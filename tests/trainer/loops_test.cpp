@@ -3,6 +3,8 @@
 // fit and resuming from a checkpoint, EarlyStopping and ModelCheckpoint inside a fit.
 #include <gtest/gtest.h>
 
+#include "support/expect.h"
+
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/allclose.h>
 #include <ATen/ops/equal.h>
@@ -42,9 +44,7 @@ using volt::testing::random_loader;
 using volt::testing::ScratchDir;
 using volt::testing::ValidationSpy;
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using volt::testing::contains;
 
 std::set<std::string> keys_of(const MetricMap& m) {
   std::set<std::string> out;

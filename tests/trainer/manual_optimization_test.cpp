@@ -3,6 +3,8 @@
 // the errors that keep automatic and manual optimization apart.
 #include <gtest/gtest.h>
 
+#include "support/expect.h"
+
 #include <ATen/ops/allclose.h>
 #include <ATen/ops/equal.h>
 #include <ATen/ops/tensor.h>
@@ -30,9 +32,7 @@ using volt::testing::random_dataset;
 using volt::testing::random_loader;
 using volt::testing::ScratchDir;
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using volt::testing::contains;
 
 /// Two Linear(32, 2) nets, "generator" g (SGD lr 0.1) and "discriminator" d (SGD lr 0.05),
 /// each trained on its own cross-entropy loss with its own optimizer.

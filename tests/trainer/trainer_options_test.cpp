@@ -3,6 +3,8 @@
 // default_root_dir with checkpointing and logging, log_every_n_steps, ckpt_path.
 #include <gtest/gtest.h>
 
+#include "support/expect.h"
+
 #include <ATen/Context.h>
 #include <ATen/ops/equal.h>
 
@@ -30,9 +32,7 @@ using volt::testing::quiet_options;
 using volt::testing::random_loader;
 using volt::testing::ScratchDir;
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using volt::testing::contains;
 
 // --- validation at construction ---
 
