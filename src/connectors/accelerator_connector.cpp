@@ -129,6 +129,36 @@ std::string fit_precision(const std::string& precision, const std::string& accel
   return precision;
 }
 
+/// The ddp family's settings; nccl only for CUDA in a LibTorch that has it.
+strategies::DDPOptions ddp_options(const TrainerOptions& o, const std::string& accelerator,
+                                   const strategies::StrategySpec& spec) {
+  strategies::DDPOptions d;
+  const std::string& b = o.process_group_backend;
+  if (b != "auto" && b != "gloo" && b != "nccl") {
+    throw ConfigError("process_group_backend='" + b + "' is not known. Use auto, gloo or nccl.");
+  }
+#ifdef VOLT_WITH_NCCL
+  const bool have_nccl = true;
+#else
+  const bool have_nccl = false;
+#endif
+  if (b == "nccl" && accelerator != "cuda") {
+    throw ConfigError("process_group_backend='nccl' needs CUDA devices, but the accelerator is " + accelerator +
+                      ". Use process_group_backend='gloo' (or 'auto') on " + accelerator + ".");
+  }
+  if (b == "nccl" && !have_nccl) {
+    throw ConfigError("process_group_backend='nccl' was asked for, but this LibTorch has no NCCL. Use 'gloo'.");
+  }
+  d.backend = b == "auto" ? (accelerator == "cuda" && have_nccl ? "nccl" : "gloo") : b;
+  d.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.process_group_timeout_s * 1000.0));
+  d.rendezvous_timeout = std::chrono::milliseconds(static_cast<int64_t>(o.rendezvous_timeout_s * 1000.0));
+  d.bucket_cap_mb = o.ddp_bucket_cap_mb;
+  d.first_bucket_cap_mb = o.ddp_first_bucket_cap_mb;
+  d.find_unused_parameters = spec.find_unused_parameters;
+  d.gradient_as_bucket_view = o.ddp_gradient_as_bucket_view;
+  return d;
+}
+
 }  // namespace
 
 AcceleratorConnector::AcceleratorConnector(const TrainerOptions& options)
@@ -164,6 +194,16 @@ AcceleratorConnector::AcceleratorConnector(const TrainerOptions& options, const 
   p.num_processes = spec.one_process_per_node ? 1 : p.num_devices;
   p.world_size = p.num_processes * p.num_nodes;
 
+  if (options.num_threads == 0 && p.num_processes > 1 && p.accelerator == "cpu") {
+    // Processes of one node share its cores; more threads than cores slows every rank.
+    p.num_threads = std::max<int64_t>(1, hw.cpu_cores / p.num_processes);
+  }
+  if (p.num_processes > hw.cpu_cores && p.accelerator == "cpu") {
+    p.warnings.push_back(std::to_string(p.num_processes) + " processes per node on " + std::to_string(hw.cpu_cores) +
+                         " CPU core(s): the ranks will compete for cores and run slower than fewer would.");
+  }
+  p.ddp = ddp_options(options, p.accelerator, spec);
+
   // 5. Precision on this accelerator.
   p.precision = fit_precision(precision, p.accelerator, hw, p.warnings);
 
@@ -187,7 +227,8 @@ AcceleratorConnector::AcceleratorConnector(const TrainerOptions& options, const 
                         std::to_string(p.num_processes) + " --nnodes=" + std::to_string(p.num_nodes) +
                         "), or change devices/num_nodes to match.");
     }
-    if (spec.launcher == strategies::LauncherKind::kSpawn) {
+    // A worker the spawn launcher started has the launcher's variables plus VOLT_SPAWN_DIR.
+    if (spec.launcher == strategies::LauncherKind::kSpawn && !env.has("VOLT_SPAWN_DIR")) {
       throw ConfigError("strategy='" + spec.name + "' spawns its own worker processes, but the " + p.cluster_env +
                         " environment already started " + std::to_string(cluster->world_size()) +
                         " processes. Use strategy=\"ddp\" under a launcher.");
@@ -262,7 +303,8 @@ std::shared_ptr<strategies::Strategy> AcceleratorConnector::build_stack(const Pl
                                   environment,
                                   std::make_shared<checkpoint_io::TorchCheckpointIO>(),
                                   devices,
-                                  devices.at(root)};
+                                  devices.at(root),
+                                  p.ddp};
   return factory(parts);
 }
 
@@ -310,6 +352,8 @@ std::string Plan::to_json() const {
                       {"main_address", main_address},
                       {"main_port", main_port},
                       {"find_unused_parameters", find_unused_parameters},
+                      {"process_group_backend", ddp.backend},
+                      {"process_group_timeout_s", static_cast<double>(ddp.timeout.count()) / 1000.0},
                       {"num_threads", num_threads},
                       {"hardware", hardware},
                       {"warnings", warnings}};

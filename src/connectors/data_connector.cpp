@@ -62,6 +62,19 @@ void DataConnector::prepare(Stage stage, bool is_local_zero) {
   }
 }
 
+void DataConnector::distribute(int64_t world_size, int64_t rank) {
+  if (world_size <= 1) return;
+  for (auto* loader : {&train_, &val_, &test_}) {
+    if (!*loader) continue;
+    auto current = (*loader)->sampler_ptr();
+    if (const auto* d = dynamic_cast<const data::DistributedSampler*>(current.get())) {
+      if (d->num_replicas() == world_size && d->rank() == rank) continue;
+      current = std::shared_ptr<const data::Sampler>(current, &d->base());
+    }
+    (*loader)->set_sampler(std::make_shared<data::DistributedSampler>(current, world_size, rank));
+  }
+}
+
 void DataConnector::teardown(Stage stage) {
   datamodule_->teardown(stage);
 }

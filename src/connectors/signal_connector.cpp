@@ -6,6 +6,7 @@
 #include <atomic>
 
 #include "volt/core/error.h"
+#include "volt/strategies/worker_group.h"
 
 namespace volt::connectors {
 namespace {
@@ -13,6 +14,9 @@ namespace {
 std::atomic<int> g_received{0};
 
 extern "C" void on_signal(int signal) {
+  // Ranks this process started (ddp's subprocess launcher) get the signal too, so every
+  // rank finishes its step and they agree to stop.
+  strategies::WorkerGroup::forward_signal(signal);
   int expected = 0;
   if (!g_received.compare_exchange_strong(expected, signal)) {
     // A second signal while the first is being handled: the default action (terminate).

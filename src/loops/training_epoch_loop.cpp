@@ -1,5 +1,7 @@
 #include "volt/loops/training_epoch_loop.h"
 
+#include <optional>
+
 #include "loops/detail/loop_step_context.h"
 #include "volt/core/error.h"
 
@@ -101,11 +103,14 @@ void TrainingEpochLoop::run() {
     ctx_.callbacks.call([&](CB& cb) { cb.on_train_batch_start(view, batch, batch_idx); });
     if (!module.on_train_batch_start(batch, batch_idx)) break;
 
+    // The last batches of an epoch step even when fewer than `accumulate` remain.
+    const bool step_now = (batch_idx + 1) % accumulate == 0 || batch_idx + 1 == num_batches;
+    // Micro-batches before the last of an accumulation keep their gradients local.
+    std::optional<strategies::Strategy::NoSyncGuard> no_sync;
+    if (automatic && !step_now) no_sync.emplace(strategy.no_sync());
     at::Tensor loss = strategy.training_step(module, batch, step_ctx);
     bool stepped = false;
     if (automatic && loss.defined()) {
-      // The last batches of an epoch step even when fewer than `accumulate` remain.
-      const bool step_now = (batch_idx + 1) % accumulate == 0 || batch_idx + 1 == num_batches;
       detail::run_backward(ctx_, accumulate > 1 ? loss / static_cast<double>(accumulate) : loss);
       if (step_now) {
         detail::run_optimizer_step(ctx_, 0);

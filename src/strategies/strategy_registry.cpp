@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "volt/core/error.h"
+#include "volt/strategies/ddp_strategy.h"
 #include "volt/strategies/single_device_strategy.h"
 
 namespace volt::strategies {
@@ -63,6 +64,9 @@ std::map<std::string, StrategyFactory>& factories() {
       return std::make_shared<SingleDeviceStrategy>(p.root_device, p.accelerator, p.precision, p.environment,
                                                     p.checkpoint_io);
     };
+    for (const auto& spec : strategy_specs()) {
+      if (spec.name.rfind("ddp", 0) == 0) built_in[spec.name] = make_ddp_strategy;
+    }
     return built_in;
   }();
   return f;

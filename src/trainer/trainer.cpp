@@ -1,5 +1,7 @@
 #include "volt/trainer/trainer.h"
 
+#include "trainer/detail/trainer_impl.h"
+
 #include <ATen/Context.h>
 #include <torch/optim/optimizer.h>
 
@@ -19,128 +21,6 @@
 #include "volt/loops/prediction_loop.h"
 
 namespace volt {
-
-class Trainer::Impl : public TrainerView {
- public:
-  Impl(Trainer& owner, std::vector<std::shared_ptr<callbacks::Callback>> user_callbacks,
-       std::vector<std::shared_ptr<loggers::Logger>> user_loggers,
-       std::vector<std::shared_ptr<precision::Precision>> precision_plugins)
-      : owner_(owner),
-        accelerator_connector_(owner.options_),
-        strategy_(connectors::AcceleratorConnector::build_stack(accelerator_connector_.plan(),
-                                                                 precision_plugin(owner.options_, precision_plugins))),
-        callback_connector_(std::move(user_callbacks), owner.options_),
-        logger_connector_(make_loggers(owner.options_, std::move(user_loggers)), owner.options_.log_every_n_steps,
-                          *strategy_),
-        checkpoint_connector_(*strategy_) {}
-
-  static std::shared_ptr<precision::Precision> precision_plugin(
-      const TrainerOptions& o, const std::vector<std::shared_ptr<precision::Precision>>& plugins) {
-    if (plugins.empty()) return nullptr;
-    std::string names;
-    for (const auto& p : plugins) {
-      if (!p) throw ConfigError("precision_plugins contains a null pointer; pass constructed plug-ins only.");
-      names += (names.empty() ? "" : ", ") + p->name();
-    }
-    if (plugins.size() > 1) {
-      throw ConfigError("precision_plugins holds " + std::to_string(plugins.size()) + " precision plug-ins (" + names +
-                        "); a run has one. Pass a single plug-in.");
-    }
-    if (o.precision != "32-true" && o.precision != "32") {
-      throw ConfigError("precision='" + o.precision + "' and a precision plug-in (" + names +
-                        ") were both given. Use one: drop the flag or the plug-in.");
-    }
-    return plugins.front();
-  }
-
-  static std::vector<std::shared_ptr<loggers::Logger>> make_loggers(const TrainerOptions& o,
-                                                                    std::vector<std::shared_ptr<loggers::Logger>> given) {
-    if (o.fast_dev_run > 0) return {};  // a debugging run leaves no logs behind
-    if (!given.empty()) {
-      if (!o.logger) {
-        throw ConfigError("loggers were passed to the Trainer but logger=false. Remove the loggers or set logger=true.");
-      }
-      for (auto& l : given) {
-        if (!l) throw ConfigError("loggers contains a null pointer; pass constructed loggers only.");
-      }
-      return given;
-    }
-    if (!o.logger) return {};
-    return {std::make_shared<loggers::CSVLogger>(o.default_root_dir)};
-  }
-
-  // --- TrainerView ---
-  const TrainerState& state() const override { return owner_.state_; }
-  const MetricMap& callback_metrics() const override { return logger_connector_.callback_metrics(); }
-  const MetricMap& progress_bar_metrics() const override { return logger_connector_.progress_bar_metrics(); }
-  const Module& module() const override {
-    if (module_ == nullptr) throw Error("no module is attached to the Trainer yet; run fit/validate/test first.");
-    return *module_;
-  }
-  const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers() const override { return optimizers_; }
-  const std::vector<LRSchedulerConfig>& lr_schedulers() const override { return lr_schedulers_; }
-  std::string log_dir() const override {
-    return const_cast<connectors::LoggerConnector&>(logger_connector_).log_dir(owner_.options_.default_root_dir);
-  }
-  bool has_loggers() const override { return logger_connector_.has_loggers(); }
-  void save_checkpoint(const std::string& path, bool weights_only) override {
-    if (owner_.options_.fast_dev_run > 0) return;  // Lightning: fast_dev_run writes no checkpoints
-    if (module_ == nullptr) throw Error("save_checkpoint('" + path + "') before any stage ran: nothing to save.");
-    checkpoint_connector_.save(parts(), path, weights_only, logger_connector_.version());
-  }
-  void remove_checkpoint(const std::string& path) override { strategy_->remove_checkpoint(path); }
-  void request_stop(const std::string& reason) override {
-    auto& state = owner_.state_;
-    if (!state.should_stop && state.is_global_zero && !reason.empty()) std::cout << "\nvolt: " << reason << std::endl;
-    state.should_stop = true;
-    state.stop_reason = reason;
-  }
-  void log_metrics(const MetricMap& metrics, int64_t step) override { logger_connector_.log_metrics(metrics, step); }
-  bool reduce_boolean_decision(bool decision, bool all) override {
-    return strategy_->reduce_boolean_decision(decision, all);
-  }
-
-  connectors::CheckpointParts parts() {
-    return connectors::CheckpointParts{*module_, optimizers_, lr_schedulers_, owner_.state_,
-                                       callback_connector_.callbacks(), *this};
-  }
-
-  /// "last"/"best" through the first ModelCheckpoint; anything else is a path.
-  std::string resolve_ckpt_path(const std::string& ckpt_path) const {
-    if (ckpt_path != "last" && ckpt_path != "best") return ckpt_path;
-    const auto cbs = callback_connector_.checkpoint_callbacks();
-    if (cbs.empty()) {
-      throw ConfigError("ckpt_path=\"" + ckpt_path + "\" needs a ModelCheckpoint callback, and this Trainer has none "
-                        "(enable_checkpointing=false?). Pass a file path instead.");
-    }
-    const std::string path = ckpt_path == "last" ? cbs.front()->last_model_path() : cbs.front()->best_model_path();
-    if (path.empty()) {
-      throw ConfigError("ckpt_path=\"" + ckpt_path + "\" but the ModelCheckpoint callback has no " + ckpt_path +
-                        " checkpoint yet" + (ckpt_path == "last" ? " (is save_last on?)" : "") +
-                        ". Run fit first or pass a file path.");
-    }
-    return path;
-  }
-
-  loops::LoopContext loop_context(Module& module, connectors::DataConnector& data,
-                                  const connectors::SignalConnector* signals = nullptr) {
-    return loops::LoopContext{owner_.options_, owner_.state_, module,           *strategy_, callback_connector_,
-                              logger_connector_, data,         *this,           optimizers_, lr_schedulers_,
-                              signals};
-  }
-
-  Trainer& owner_;
-  connectors::AcceleratorConnector accelerator_connector_;
-  std::shared_ptr<strategies::Strategy> strategy_;
-  connectors::CallbackConnector callback_connector_;
-  connectors::LoggerConnector logger_connector_;
-  connectors::CheckpointConnector checkpoint_connector_;
-  Module* module_ = nullptr;
-  std::vector<std::shared_ptr<torch::optim::Optimizer>> optimizers_;
-  std::vector<LRSchedulerConfig> lr_schedulers_;
-  bool optimizers_configured_for_ = false;
-  const Module* configured_module_ = nullptr;
-};
 
 namespace {
 
@@ -203,6 +83,20 @@ strategies::Strategy& Trainer::strategy() const {
   return *impl_->strategy_;
 }
 
+void Trainer::set_max_steps(int64_t max_steps) {
+  if (max_steps < -1) {
+    throw ConfigError("max_steps=" + std::to_string(max_steps) + " is not valid. Use -1 (no limit) or a step count.");
+  }
+  options_.max_steps = max_steps;
+}
+
+void Trainer::set_max_epochs(int64_t max_epochs) {
+  if (max_epochs < -1) {
+    throw ConfigError("max_epochs=" + std::to_string(max_epochs) + " is not valid. Use -1 or an epoch count.");
+  }
+  options_.max_epochs = max_epochs;
+}
+
 void Trainer::save_checkpoint(const std::string& path, bool weights_only) {
   impl_->save_checkpoint(path, weights_only);
 }
@@ -220,6 +114,7 @@ auto run_stage(Trainer::Impl& impl, TrainerState& state, Module& module, connect
   try {
     strategy.setup_environment();
     data.prepare(stage, strategy.local_rank() == 0);
+    data.distribute(strategy.world_size(), strategy.global_rank());
     module.setup(stage);
     impl.callback_connector_.call([&](CB& cb) { cb.setup(impl, stage); });
     strategy.setup(module);
@@ -241,6 +136,7 @@ auto run_stage(Trainer::Impl& impl, TrainerState& state, Module& module, connect
       }
     });
     try {
+      strategy.on_exception();
       impl.logger_connector_.finalize("failed");
       strategy.teardown();
     } catch (...) {
@@ -265,8 +161,55 @@ void Trainer::fit(Module& module, std::shared_ptr<data::DataLoader> train, std::
   run_fit(module, data, ckpt_path);
 }
 
+void Trainer::configure_optimizers_once(Module& module) {
+  // Optimizers are built once per module: a second fit() continues with their state.
+  const auto& o = options_;
+  auto& impl = *impl_;
+  if (impl.configured_module_ != &module) {
+    OptimizerConfig config = module.configure_optimizers();
+    if (config.optimizers.empty()) {
+      throw ConfigError("configure_optimizers of " + module.name() +
+                        " returned no optimizer. Return at least one, e.g. "
+                        "std::make_shared<torch::optim::Adam>(parameters(), 1e-3).");
+    }
+    for (const auto& opt : config.optimizers) {
+      if (!opt) throw ConfigError("configure_optimizers of " + module.name() + " returned a null optimizer.");
+    }
+    if (module.automatic_optimization() && config.optimizers.size() > 1) {
+      throw ConfigError("configure_optimizers returned " + std::to_string(config.optimizers.size()) +
+                        " optimizers with automatic optimization on. Call set_automatic_optimization(false) and "
+                        "step them yourself in training_step (ctx.manual_backward, ctx.optimizer_step).");
+    }
+    if (!module.automatic_optimization() && o.accumulate_grad_batches > 1) {
+      throw ConfigError("accumulate_grad_batches=" + std::to_string(o.accumulate_grad_batches) +
+                        " with manual optimization: the Trainer does not step optimizers in manual mode, so it "
+                        "cannot accumulate. Set accumulate_grad_batches=1 and step every N batches in "
+                        "training_step yourself.");
+    }
+    for (const auto& s : config.lr_schedulers) {
+      if (!s.scheduler) throw ConfigError("configure_optimizers returned an LR scheduler config without a scheduler.");
+      if (s.frequency < 1) {
+        throw ConfigError("an LR scheduler has frequency=" + std::to_string(s.frequency) + "; use 1 or more.");
+      }
+    }
+    impl.optimizers_ = std::move(config.optimizers);
+    impl.lr_schedulers_ = std::move(config.lr_schedulers);
+    impl.configured_module_ = &module;
+    state_.current_epoch = 0;
+    state_.global_step = 0;
+    state_.batches_done = 0;
+    state_.batches_seen = 0;
+  }
+}
+
 void Trainer::run_fit(Module& module, connectors::DataConnector& data, const std::string& ckpt_path) {
   auto& impl = *impl_;
+  if (impl.spawn_parent()) {
+    run_spawned(Stage::kFit, module, ckpt_path, nullptr, nullptr);
+    return;
+  }
+  const bool spawn_worker = impl.spawn_worker();
+  if (spawn_worker && !spawn_worker_runs_this_call()) return;
   state_.fn = TrainerFn::kFitting;
   run_stage(impl, state_, module, data, Stage::kFit, [&] {
     const auto& o = options_;
@@ -287,42 +230,8 @@ void Trainer::run_fit(Module& module, connectors::DataConnector& data, const std
                         ", a fraction such as 0.5, or check_val_every_n_epoch=null to count batches across epochs.");
     }
 
-    // Optimizers are built once per module: a second fit() continues with their state.
-    if (impl.configured_module_ != &module) {
-      OptimizerConfig config = module.configure_optimizers();
-      if (config.optimizers.empty()) {
-        throw ConfigError("configure_optimizers of " + module.name() +
-                          " returned no optimizer. Return at least one, e.g. "
-                          "std::make_shared<torch::optim::Adam>(parameters(), 1e-3).");
-      }
-      for (const auto& opt : config.optimizers) {
-        if (!opt) throw ConfigError("configure_optimizers of " + module.name() + " returned a null optimizer.");
-      }
-      if (module.automatic_optimization() && config.optimizers.size() > 1) {
-        throw ConfigError("configure_optimizers returned " + std::to_string(config.optimizers.size()) +
-                          " optimizers with automatic optimization on. Call set_automatic_optimization(false) and "
-                          "step them yourself in training_step (ctx.manual_backward, ctx.optimizer_step).");
-      }
-      if (!module.automatic_optimization() && o.accumulate_grad_batches > 1) {
-        throw ConfigError("accumulate_grad_batches=" + std::to_string(o.accumulate_grad_batches) +
-                          " with manual optimization: the Trainer does not step optimizers in manual mode, so it "
-                          "cannot accumulate. Set accumulate_grad_batches=1 and step every N batches in "
-                          "training_step yourself.");
-      }
-      for (const auto& s : config.lr_schedulers) {
-        if (!s.scheduler) throw ConfigError("configure_optimizers returned an LR scheduler config without a scheduler.");
-        if (s.frequency < 1) {
-          throw ConfigError("an LR scheduler has frequency=" + std::to_string(s.frequency) + "; use 1 or more.");
-        }
-      }
-      impl.optimizers_ = std::move(config.optimizers);
-      impl.lr_schedulers_ = std::move(config.lr_schedulers);
-      impl.configured_module_ = &module;
-      state_.current_epoch = 0;
-      state_.global_step = 0;
-      state_.batches_done = 0;
-      state_.batches_seen = 0;
-    }
+    configure_optimizers_once(module);
+    if (spawn_worker) spawn_worker_restore_start(module, /*full=*/true);
     if (!ckpt_path.empty()) {
       const std::string path = impl.resolve_ckpt_path(ckpt_path);
       const Checkpoint ckpt = impl.checkpoint_connector_.load(path);
@@ -346,6 +255,7 @@ void Trainer::run_fit(Module& module, connectors::DataConnector& data, const std
     module.on_fit_end();
     return 0;
   });
+  if (spawn_worker) spawn_worker_finish(Stage::kFit, nullptr, nullptr);
 }
 
 MetricMap Trainer::validate(Module& module, data::DataModule& datamodule, const std::string& ckpt_path) {
@@ -393,8 +303,17 @@ void Trainer::load_weights(Module& module, const std::string& ckpt_path) {
 MetricMap Trainer::run_evaluation(Module& module, connectors::DataConnector& data, const std::string& ckpt_path,
                                   bool testing) {
   auto& impl = *impl_;
+  const Stage stage = testing ? Stage::kTest : Stage::kValidate;
+  if (impl.spawn_parent()) {
+    MetricMap metrics;
+    run_spawned(stage, module, ckpt_path, &metrics, nullptr);
+    return metrics;
+  }
+  const bool spawn_worker = impl.spawn_worker();
+  if (spawn_worker && !spawn_worker_runs_this_call()) return {};
   state_.fn = testing ? TrainerFn::kTesting : TrainerFn::kValidating;
-  return run_stage(impl, state_, module, data, testing ? Stage::kTest : Stage::kValidate, [&] {
+  MetricMap result = run_stage(impl, state_, module, data, stage, [&] {
+    if (spawn_worker) spawn_worker_restore_start(module, /*full=*/false);
     load_weights(module, ckpt_path);
     auto loader = testing ? data.test_loader() : data.val_loader();
     const int64_t n = connectors::DataConnector::num_batches(
@@ -406,13 +325,23 @@ MetricMap Trainer::run_evaluation(Module& module, connectors::DataConnector& dat
     if (state_.is_global_zero && options_.enable_progress_bar) print_metrics(testing ? "test" : "validate", metrics);
     return metrics;
   });
+  if (spawn_worker) spawn_worker_finish(stage, &result, nullptr);
+  return result;
 }
 
 std::vector<at::Tensor> Trainer::run_predict(Module& module, connectors::DataConnector& data,
                                              const std::string& ckpt_path) {
   auto& impl = *impl_;
+  if (impl.spawn_parent()) {
+    std::vector<at::Tensor> predictions;
+    run_spawned(Stage::kPredict, module, ckpt_path, nullptr, &predictions);
+    return predictions;
+  }
+  const bool spawn_worker = impl.spawn_worker();
+  if (spawn_worker && !spawn_worker_runs_this_call()) return {};
   state_.fn = TrainerFn::kPredicting;
-  return run_stage(impl, state_, module, data, Stage::kPredict, [&] {
+  auto predictions = run_stage(impl, state_, module, data, Stage::kPredict, [&] {
+    if (spawn_worker) spawn_worker_restore_start(module, /*full=*/false);
     load_weights(module, ckpt_path);
     auto loader = data.predict_loader();
     const int64_t n = connectors::DataConnector::num_batches(loader, options_.limit_predict_batches);
@@ -420,6 +349,8 @@ std::vector<at::Tensor> Trainer::run_predict(Module& module, connectors::DataCon
     loops::PredictionLoop loop(ctx);
     return loop.run(*loader, n);
   });
+  if (spawn_worker) spawn_worker_finish(Stage::kPredict, nullptr, &predictions);
+  return predictions;
 }
 
 void Trainer::print_metrics(const std::string& stage, const MetricMap& metrics) {

@@ -67,6 +67,13 @@ void validate_trainer_options(const TrainerOptions& o) {
                                  " is negative. Use 0 (off), 1 (true) or a number of batches.");
   check(o.log_every_n_steps >= 1, "log_every_n_steps=" + n(o.log_every_n_steps) + " is not valid. Use 1 or more.");
   check(o.num_threads >= 0, "num_threads=" + n(o.num_threads) + " is negative. Use 0 (all cores) or a count.");
+  check(o.process_group_timeout_s > 0.0, "process_group_timeout_s=" + std::to_string(o.process_group_timeout_s) +
+                                            " is not positive. Use seconds, e.g. 1800 (the default).");
+  check(o.rendezvous_timeout_s > 0.0, "rendezvous_timeout_s=" + std::to_string(o.rendezvous_timeout_s) +
+                                          " is not positive. Use seconds, e.g. 300 (the default).");
+  check(o.ddp_bucket_cap_mb > 0.0 && o.ddp_first_bucket_cap_mb > 0.0,
+        "ddp_bucket_cap_mb=" + std::to_string(o.ddp_bucket_cap_mb) + " and ddp_first_bucket_cap_mb=" +
+            std::to_string(o.ddp_first_bucket_cap_mb) + " must both be positive (defaults 25 and 1).");
   check(!o.default_root_dir.empty(), "default_root_dir is empty. Use a folder path such as \".\" or \"runs\".");
 }
 

@@ -207,6 +207,12 @@ TEST(Cli, EveryTrainerFieldIsSettableByFlag) {
                           "--trainer.slurm_auto_requeue=false",
                           "--trainer.slurm_requeue_signal=SIGTERM",
                           "--trainer.slurm_requeue_command=echo requeue",
+                          "--trainer.process_group_backend=gloo",
+                          "--trainer.process_group_timeout_s=12.5",
+                          "--trainer.rendezvous_timeout_s=7",
+                          "--trainer.ddp_bucket_cap_mb=4",
+                          "--trainer.ddp_first_bucket_cap_mb=0.5",
+                          "--trainer.ddp_gradient_as_bucket_view=true",
                           "--trainer.max_epochs=5",
                           "--trainer.min_epochs=1",
                           "--trainer.max_steps=100",
@@ -242,6 +248,12 @@ TEST(Cli, EveryTrainerFieldIsSettableByFlag) {
   EXPECT_FALSE(o.slurm_auto_requeue);
   EXPECT_EQ(o.slurm_requeue_signal, "SIGTERM");
   EXPECT_EQ(o.slurm_requeue_command, "echo requeue");
+  EXPECT_EQ(o.process_group_backend, "gloo");
+  EXPECT_DOUBLE_EQ(o.process_group_timeout_s, 12.5);
+  EXPECT_DOUBLE_EQ(o.rendezvous_timeout_s, 7.0);
+  EXPECT_DOUBLE_EQ(o.ddp_bucket_cap_mb, 4.0);
+  EXPECT_DOUBLE_EQ(o.ddp_first_bucket_cap_mb, 0.5);
+  EXPECT_TRUE(o.ddp_gradient_as_bucket_view);
   EXPECT_EQ(o.max_epochs, 5);
   EXPECT_EQ(o.min_epochs, 1);
   EXPECT_EQ(o.max_steps, 100);

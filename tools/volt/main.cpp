@@ -25,6 +25,7 @@
 #include "volt/core/error.h"
 #include "volt/core/version.h"
 #include "volt/trainer/trainer.h"
+#include "launch_command.h"
 
 namespace {
 
@@ -39,6 +40,8 @@ constexpr const char* kUsage =
     "  inspect FILE [--json]\n"
     "                     describe a Volt checkpoint or a .safetensors file: versions, progress,\n"
     "                     metrics, every tensor's dtype and shape, totals, optimizer state\n"
+    "  launch [--nproc-per-node N --nnodes M --node-rank K --master-addr A --master-port P] -- PROGRAM ARGS\n"
+    "                     start a program's ranks with torchrun's variables (volt launch --help)\n"
     "  help               this text\n";
 
 int cmd_info() {
@@ -335,6 +338,7 @@ int main(int argc, char** argv) {
     if (cmd == "info") return cmd_info();
     if (cmd == "plan") return cmd_plan(argc - 1, argv + 1);
     if (cmd == "inspect") return cmd_inspect(argc - 1, argv + 1);
+    if (cmd == "launch") return cmd_launch(argc - 1, argv + 1);
     if (cmd == "help" || cmd == "--help" || cmd == "-h") {
       std::cout << kUsage;
       return 0;

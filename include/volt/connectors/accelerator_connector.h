@@ -8,6 +8,7 @@
 #include "volt/core/environ.h"
 #include "volt/core/trainer_options.h"
 #include "volt/strategies/strategy.h"
+#include "volt/strategies/strategy_registry.h"
 
 namespace volt::connectors {
 
@@ -33,6 +34,8 @@ struct Plan {
   int main_port = 0;
   bool processes_started_externally = false;  ///< by torchrun, srun, mpirun, ...
   bool find_unused_parameters = false;
+  /// ddp family: backend ("gloo", "nccl"), timeouts, buckets.
+  strategies::DDPOptions ddp;
   int64_t num_threads = 1;  ///< intra-op threads per process (CPU)
   std::string tpu_platform;  ///< "colab", "kaggle", "gce", "unknown" on TPU hosts
   std::string hardware;      ///< where the hardware facts came from

@@ -21,6 +21,10 @@ class DataConnector {
   /// prepare_data (on local rank 0 only) and setup(stage), then fetches the loaders.
   void prepare(Stage stage, bool is_local_zero);
   void teardown(Stage stage);
+  /// Gives each of `world_size` ranks its share of the train, val and test loaders (a
+  /// DistributedSampler over each loader's own sampler). No-op for one rank or a loader
+  /// already distributed. Call after prepare.
+  void distribute(int64_t world_size, int64_t rank);
 
   std::shared_ptr<data::DataLoader> train_loader() const { return train_; }
   std::shared_ptr<data::DataLoader> val_loader() const { return val_; }

@@ -40,6 +40,8 @@ class LoggerConnector {
   void reset_metrics();
 
   const MetricMap& callback_metrics() const { return callback_metrics_; }
+  /// Takes metrics computed elsewhere (spawned workers) as this run's latest values.
+  void set_callback_metrics(const MetricMap& metrics) { callback_metrics_ = metrics; }
   const MetricMap& progress_bar_metrics() const { return progress_bar_metrics_; }
   /// What was last sent to the loggers.
   const MetricMap& logged_metrics() const { return logged_metrics_; }

@@ -27,6 +27,19 @@ struct TrainerOptions {
   std::string slurm_requeue_signal = "SIGUSR1";
   std::string slurm_requeue_command = "scontrol requeue";
 
+  // --- distributed (the ddp family) ---
+  /// Process-group backend: auto (nccl for CUDA when this LibTorch has it, else gloo), gloo, nccl.
+  std::string process_group_backend = "auto";
+  /// Seconds a collective waits for the other ranks before failing with a DistributedError.
+  double process_group_timeout_s = 1800.0;
+  /// Seconds the rendezvous at MASTER_ADDR:MASTER_PORT may take (all ranks joining).
+  double rendezvous_timeout_s = 300.0;
+  /// Gradient bucket size of c10d's Reducer, and the (smaller) first bucket.
+  double ddp_bucket_cap_mb = 25.0;
+  double ddp_first_bucket_cap_mb = 1.0;
+  /// Gradients as views into the Reducer's buckets (one copy fewer per step).
+  bool ddp_gradient_as_bucket_view = false;
+
   // --- how long ---
   /// -1: 1000 when max_steps is -1, else unlimited (Lightning).
   int64_t max_epochs = -1;

@@ -54,6 +54,7 @@ class DataLoader {
   /// Replaces the sampler (a distributed sampler plugs in here).
   void set_sampler(std::shared_ptr<const Sampler> sampler);
   const Sampler& sampler() const { return *sampler_; }
+  std::shared_ptr<const Sampler> sampler_ptr() const { return sampler_; }
   const DataLoaderOptions& options() const { return options_; }
   const std::shared_ptr<const Dataset>& dataset() const { return dataset_; }
 

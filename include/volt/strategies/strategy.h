@@ -1,6 +1,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
@@ -70,6 +71,38 @@ class Strategy {
   virtual void barrier(const std::string& /*name*/) {}
   virtual double reduce(double value, ReduceOp /*op*/) { return value; }
   virtual bool reduce_boolean_decision(bool decision, bool /*all*/) { return decision; }
+  /// Element-wise reduction of a tensor across ranks (a new tensor; the input on one process).
+  virtual at::Tensor all_reduce(const at::Tensor& tensor, ReduceOp /*op*/) { return tensor; }
+  /// Overwrites `tensors` on every rank with rank `src`'s.
+  virtual void broadcast(std::vector<at::Tensor>& /*tensors*/, int64_t /*src*/) {}
+  /// Rank `src`'s bytes on every rank (small serialised objects).
+  virtual std::string broadcast_object(const std::string& bytes, int64_t /*src*/) { return bytes; }
+  /// Every rank's tensor, in rank order (tensors of equal shape).
+  virtual std::vector<at::Tensor> all_gather(const at::Tensor& tensor) { return {tensor}; }
+
+  /// Turns gradient synchronisation in backward on or off (off: accumulate locally, as in
+  /// all but the last micro-batch of gradient accumulation); returns the previous setting.
+  /// Use no_sync() rather than calling this directly.
+  virtual bool set_gradient_sync(bool /*enabled*/) { return true; }
+  /// While the guard lives, backward passes do not synchronise gradients (PyTorch's no_sync).
+  class [[nodiscard]] NoSyncGuard {
+   public:
+    explicit NoSyncGuard(Strategy& s) : strategy_(&s), previous_(s.set_gradient_sync(false)) {}
+    NoSyncGuard(NoSyncGuard&& other) noexcept : strategy_(other.strategy_), previous_(other.previous_) {
+      other.strategy_ = nullptr;
+    }
+    NoSyncGuard(const NoSyncGuard&) = delete;
+    NoSyncGuard& operator=(const NoSyncGuard&) = delete;
+    NoSyncGuard& operator=(NoSyncGuard&&) = delete;
+    ~NoSyncGuard() {
+      if (strategy_ != nullptr) strategy_->set_gradient_sync(previous_);
+    }
+
+   private:
+    Strategy* strategy_;
+    bool previous_;
+  };
+  NoSyncGuard no_sync() { return NoSyncGuard(*this); }
 
   // --- checkpoints ---
   /// Writes on rank 0 only; every rank calls it.
@@ -77,6 +110,9 @@ class Strategy {
   virtual Checkpoint load_checkpoint(const std::string& path);
   virtual void remove_checkpoint(const std::string& path);
 
+  /// A stage failed on this rank: stop whatever would wait for it (other ranks this
+  /// process started). Called before teardown.
+  virtual void on_exception() {}
   /// Releases devices and plug-ins at the end of a stage.
   virtual void teardown();
 

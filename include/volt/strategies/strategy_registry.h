@@ -1,4 +1,5 @@
 #pragma once
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -31,6 +32,21 @@ const StrategySpec& strategy_spec(const std::string& name);
 /// "none", "subprocess", "spawn".
 const char* to_string(LauncherKind kind);
 
+/// Settings of the ddp family (the Trainer's process_group_* and ddp_* options).
+struct DDPOptions {
+  /// "gloo" or "nccl" (already resolved from "auto").
+  std::string backend = "gloo";
+  /// How long a collective waits for the other ranks before it fails.
+  std::chrono::milliseconds timeout = std::chrono::minutes(30);
+  /// How long the rendezvous at MASTER_ADDR:MASTER_PORT may take.
+  std::chrono::milliseconds rendezvous_timeout = std::chrono::minutes(5);
+  double bucket_cap_mb = 25.0;
+  double first_bucket_cap_mb = 1.0;
+  bool find_unused_parameters = false;
+  /// Gradients are views into the Reducer's buckets (saves a copy per step).
+  bool gradient_as_bucket_view = false;
+};
+
 /// What a strategy is built from.
 struct StrategyParts {
   const StrategySpec& spec;
@@ -40,6 +56,7 @@ struct StrategyParts {
   std::shared_ptr<checkpoint_io::CheckpointIO> checkpoint_io;
   std::vector<c10::Device> parallel_devices;
   c10::Device root_device;
+  DDPOptions ddp;
 };
 
 using StrategyFactory = std::function<std::shared_ptr<Strategy>(const StrategyParts&)>;

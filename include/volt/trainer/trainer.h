@@ -68,6 +68,10 @@ class Trainer {
   void save_checkpoint(const std::string& path, bool weights_only = false);
 
   const TrainerOptions& options() const { return options_; }
+  /// Raise the limits before another fit() to train on from where the last one ended
+  /// (Lightning: trainer.fit_loop.max_steps = n). ConfigError for values below -1.
+  void set_max_steps(int64_t max_steps);
+  void set_max_epochs(int64_t max_epochs);
   const connectors::Plan& plan() const;
   const TrainerState& state() const { return state_; }
   int64_t current_epoch() const { return state_.current_epoch; }
@@ -91,6 +95,17 @@ class Trainer {
                            bool testing);
   std::vector<at::Tensor> run_predict(Module& module, connectors::DataConnector& data, const std::string& ckpt_path);
   void load_weights(Module& module, const std::string& ckpt_path);
+  /// Spawn launcher (ddp_spawn): in the parent, runs the stage in spawned workers and takes
+  /// their results back; `out_metrics`/`out_predictions` receive evaluation/predict results.
+  void run_spawned(Stage stage, Module& module, const std::string& ckpt_path, MetricMap* out_metrics,
+                   std::vector<at::Tensor>* out_predictions);
+  /// In a spawned worker: whether this stage call is the one the parent spawned it for
+  /// (earlier calls of the program return at once), and the hand-back that ends the worker.
+  bool spawn_worker_runs_this_call();
+  void spawn_worker_restore_start(Module& module, bool full);
+  [[noreturn]] void spawn_worker_finish(Stage stage, const MetricMap* metrics, const std::vector<at::Tensor>* predictions);
+  /// configure_optimizers, once per module (a second fit continues with their state).
+  void configure_optimizers_once(Module& module);
   static void print_metrics(const std::string& stage, const MetricMap& metrics);
 
  public:

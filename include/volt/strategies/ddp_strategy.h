@@ -1,0 +1,79 @@
+#pragma once
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "volt/strategies/strategy.h"
+#include "volt/strategies/strategy_registry.h"
+
+namespace volt::strategies {
+
+/// Distributed data parallel on c10d (Lightning's DDPStrategy and DDPSpawnStrategy): one
+/// process per device, a process group (Gloo for CPU tensors, NCCL for CUDA) joined through
+/// a TCPStore at MASTER_ADDR:MASTER_PORT, parameters and buffers broadcast from rank 0, and
+/// gradients averaged by c10d's Reducer (buckets, allreduce overlapped with backward).
+///
+/// Launch: under torchrun/srun/mpirun/`volt launch` every process is already a rank. Else
+/// strategy "ddp" makes this process rank 0 of its node and re-runs the program (same
+/// executable, same arguments) for local ranks 1..N-1 when the first stage starts: code
+/// before that runs in every rank. Strategy "ddp_spawn" is run by the Trainer's spawn path
+/// (the parent starts N workers and takes their results back).
+class DDPStrategy : public Strategy {
+ public:
+  DDPStrategy(const StrategyParts& parts, DDPOptions options);
+  ~DDPStrategy() override;
+
+  std::string name() const override { return name_; }
+  LauncherKind launcher() const override { return launcher_; }
+  c10::Device root_device() const override { return root_device_; }
+
+  /// Starts the other local ranks (subprocess launcher, once), then joins the process group
+  /// (once per process): rendezvous, layout check across ranks.
+  void setup_environment() override;
+  /// Moves the module, broadcasts its parameters and buffers from rank 0, builds the Reducer.
+  void setup(Module& module) override;
+  at::Tensor training_step(Module& module, Batch& batch, StepContext& ctx) override;
+  void backward(const at::Tensor& loss) override;
+  bool set_gradient_sync(bool enabled) override;
+
+  int64_t world_size() const override { return world_size_; }
+  int64_t global_rank() const override { return global_rank_; }
+  int64_t local_rank() const override { return local_rank_; }
+  void barrier(const std::string& name) override;
+  double reduce(double value, ReduceOp op) override;
+  bool reduce_boolean_decision(bool decision, bool all) override;
+  void broadcast(std::vector<at::Tensor>& tensors, int64_t src) override;
+  std::string broadcast_object(const std::string& bytes, int64_t src) override;
+  std::vector<at::Tensor> all_gather(const at::Tensor& tensor) override;
+  at::Tensor all_reduce(const at::Tensor& tensor, ReduceOp op) override;
+
+  void on_exception() override;
+  /// Keeps the process group (a later stage reuses it); releases the Reducer.
+  void teardown() override;
+
+  const DDPOptions& ddp_options() const { return options_; }
+
+ private:
+  void launch_local_ranks();
+  void join_process_group();
+  /// "rank 1 on host h"
+  std::string who() const;
+
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::string name_;
+  LauncherKind launcher_;
+  c10::Device root_device_;
+  DDPOptions options_;
+  int64_t world_size_ = 1;
+  int64_t global_rank_ = 0;
+  int64_t local_rank_ = 0;
+  int64_t node_rank_ = 0;
+  int64_t local_world_size_ = 1;
+};
+
+/// The factory behind ddp, ddp_spawn and their find_unused_parameters variants.
+std::shared_ptr<Strategy> make_ddp_strategy(const StrategyParts& parts);
+
+}  // namespace volt::strategies

@@ -1,0 +1,97 @@
+#pragma once
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "volt/environments/cluster_environment.h"
+
+namespace volt::strategies {
+
+/// One process of a job, as a launcher starts it.
+struct WorkerSpec {
+  int64_t rank = 0;                            ///< global rank, for reports
+  std::vector<std::string> argv;               ///< argv[0] is the program (a path)
+  std::map<std::string, std::string> env;      ///< added to (or replacing in) this process's environment
+};
+
+/// How a worker ended.
+struct WorkerExit {
+  int64_t rank = 0;
+  pid_t pid = 0;
+  std::string host;
+  int exit_code = 0;   ///< when it exited
+  int signal = 0;      ///< when a signal killed it (then exit_code is 128 + signal)
+  std::vector<std::string> stderr_tail;  ///< its last lines of stderr
+  bool failed() const { return signal != 0 || exit_code != 0; }
+  /// "rank 1 (pid 4242) on host h was killed by SIGKILL; its last lines of stderr: ..."
+  std::string describe() const;
+};
+
+/// The processes of one job on this host, started by a launcher (`volt launch`, the ddp
+/// subprocess launcher, the spawn launcher). Each worker gets its own process group (so
+/// stopping it stops whatever it started) and dies with the launcher (PR_SET_PDEATHSIG).
+/// Its stderr passes through this process and its last lines are kept for the failure
+/// report. A failed worker stops the rest: SIGTERM, then SIGKILL after `grace`.
+class WorkerGroup {
+ public:
+  explicit WorkerGroup(std::chrono::milliseconds grace = std::chrono::seconds(5), size_t tail_lines = 20);
+  /// Stops (SIGTERM, grace, SIGKILL) and reaps every worker still running.
+  ~WorkerGroup();
+  WorkerGroup(const WorkerGroup&) = delete;
+  WorkerGroup& operator=(const WorkerGroup&) = delete;
+
+  /// Starts one worker (fork + exec). Throws DistributedError when it cannot start.
+  void start(const WorkerSpec& spec);
+  /// Blocks until every worker exited successfully (nullopt) or one failed: then the
+  /// others are stopped and reaped, and the first failure is returned.
+  std::optional<WorkerExit> wait();
+  /// Watches the workers from a background thread; when one fails, stops the others and
+  /// calls `on_failure` on that thread. For a launcher that trains itself (ddp's rank 0).
+  void monitor(std::function<void(const WorkerExit&)> on_failure);
+  /// The first failed worker's report, waiting up to `wait` for one (nullopt: none failed).
+  /// Does not stop the others.
+  std::optional<WorkerExit> failure(std::chrono::milliseconds wait);
+  /// Waits for every worker to exit, however it ends (after a signal was forwarded, ranks
+  /// finish their step and checkpoint); stops the rest after `timeout`. Returns the exits.
+  std::vector<WorkerExit> wait_all(std::chrono::milliseconds timeout);
+  /// Whether a worker is still running (reaps those that ended).
+  bool any_running();
+  /// SIGTERM to every running worker, SIGKILL to those still alive after the grace period,
+  /// then reaps them.
+  void stop_all();
+  /// Sends `signal` to every running worker's process group.
+  void signal_all(int signal);
+  size_t size() const;
+  /// Exit records of the workers that have ended so far.
+  std::vector<WorkerExit> exits() const;
+
+  /// Sends `signal` to the workers of every WorkerGroup of this process. Async-signal-safe:
+  /// meant for signal handlers (SIGINT or SIGTERM to a launcher reaches every rank).
+  static void forward_signal(int signal) noexcept;
+
+  /// This machine's host name.
+  static std::string host_name();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// The spawn launcher (ddp_spawn, xla): starts this program (same executable and arguments)
+/// once per local rank with torchrun's variables from `environment` plus `extra_env`, and
+/// waits for all of them. A failed worker stops the others; then DistributedError with its
+/// report (rank, host, exit code or signal, last lines of stderr).
+void run_spawn_workers(const environments::ClusterEnvironment& environment, int64_t local_world_size,
+                       const std::map<std::string, std::string>& extra_env);
+
+/// This program's executable and arguments (from /proc/self), for launchers that re-run it.
+std::vector<std::string> this_program_argv();
+
+}  // namespace volt::strategies

@@ -1,0 +1,472 @@
+#include "volt/strategies/ddp_strategy.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+
+#include <torch/csrc/autograd/grad_mode.h>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/distributed/c10d/comm.hpp>
+#include <torch/csrc/distributed/c10d/reducer.hpp>
+#ifdef VOLT_WITH_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#include "volt/core/compat.h"
+#include "volt/core/error.h"
+#include "volt/strategies/worker_group.h"
+
+namespace volt::strategies {
+namespace {
+
+std::string first_line(const std::string& s) {
+  const auto nl = s.find('\n');
+  return nl == std::string::npos ? s : s.substr(0, nl);
+}
+
+std::string error_text(const std::exception& e) {
+  if (const auto* c = dynamic_cast<const c10::Error*>(&e)) return first_line(c->what_without_backtrace());
+  return first_line(e.what());
+}
+
+c10d::ReduceOp to_c10d(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kMax: return c10d::ReduceOp::MAX;
+    case ReduceOp::kMin: return c10d::ReduceOp::MIN;
+    default: return c10d::ReduceOp::SUM;
+  }
+}
+
+bool is_loopback(const std::string& host) {
+  if (host == "localhost") return true;
+  in_addr a4{};
+  if (inet_pton(AF_INET, host.c_str(), &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
+  return host == "::1";
+}
+
+/// The address of this machine on the route to `host`: what the other ranks reach us at.
+std::string local_address_towards(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0 || res == nullptr) return "";
+  std::string out;
+  const int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+  if (fd >= 0) {
+    if (::connect(fd, res->ai_addr, res->ai_addrlen) == 0) {
+      sockaddr_in local{};
+      socklen_t len = sizeof(local);
+      if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0) {
+        char buf[INET_ADDRSTRLEN] = {};
+        if (inet_ntop(AF_INET, &local.sin_addr, buf, sizeof(buf)) != nullptr) out = buf;
+      }
+    }
+    ::close(fd);
+  }
+  freeaddrinfo(res);
+  return out;
+}
+
+}  // namespace
+
+struct DDPStrategy::Impl {
+  c10::intrusive_ptr<c10d::Store> store;
+  c10::intrusive_ptr<c10d::ProcessGroup> pg;
+  std::unique_ptr<c10d::Reducer> reducer;
+  std::unique_ptr<WorkerGroup> workers;
+  bool sync = true;
+  bool failed = false;
+  std::string host = WorkerGroup::host_name();
+};
+
+DDPStrategy::DDPStrategy(const StrategyParts& parts, DDPOptions options)
+    : Strategy(parts.accelerator, parts.precision, parts.environment, parts.checkpoint_io),
+      impl_(std::make_unique<Impl>()),
+      name_(parts.spec.name),
+      launcher_(parts.spec.launcher),
+      root_device_(parts.root_device),
+      options_(std::move(options)) {
+  const auto& env = *environment_;
+  world_size_ = env.world_size();
+  global_rank_ = env.global_rank();
+  local_rank_ = env.local_rank();
+  node_rank_ = env.node_rank();
+  local_world_size_ = std::max<int64_t>(1, static_cast<int64_t>(parts.parallel_devices.size()));
+  if (options_.backend != "gloo" && options_.backend != "nccl") {
+    throw ConfigError("process_group_backend='" + options_.backend + "' is not known. Use gloo or nccl.");
+  }
+  if (options_.backend == "nccl") {
+#ifndef VOLT_WITH_NCCL
+    throw NotSupportedError("process_group_backend='nccl' needs a LibTorch built with CUDA and NCCL; this one has "
+                            "neither. Use process_group_backend='gloo' (CPU or CUDA tensors).");
+#endif
+  }
+}
+
+DDPStrategy::~DDPStrategy() {
+  try {
+    impl_->reducer.reset();
+    if (impl_->workers) {
+      if (impl_->failed) {
+        impl_->workers->stop_all();
+      } else if (auto failure = impl_->workers->wait()) {
+        // The monitor usually reports first; this covers a failure after it stopped.
+        std::cerr << "volt: " << failure->describe() << std::flush;
+      }
+      impl_->workers.reset();
+    }
+    impl_->pg.reset();
+    impl_->store.reset();
+  } catch (...) {
+    // A destructor must not throw; the job's ranks are gone either way.
+  }
+}
+
+std::string DDPStrategy::who() const {
+  return "rank " + std::to_string(global_rank_) + " on host " + impl_->host;
+}
+
+void DDPStrategy::setup_environment() {
+  Strategy::setup_environment();
+  if (launcher_ == LauncherKind::kSubprocess && !environment_->creates_processes_externally() && !impl_->workers) {
+    launch_local_ranks();
+  }
+  if (!impl_->pg) join_process_group();
+}
+
+void DDPStrategy::launch_local_ranks() {
+  const std::vector<std::string> args = this_program_argv();
+  impl_->workers = std::make_unique<WorkerGroup>();
+  const auto& env = *environment_;
+  for (int64_t local = 1; local < local_world_size_; ++local) {
+    WorkerSpec spec;
+    spec.rank = node_rank_ * local_world_size_ + local;
+    spec.argv = args;
+    spec.env = {{"MASTER_ADDR", env.main_address()},
+                {"MASTER_PORT", std::to_string(env.main_port())},
+                {"WORLD_SIZE", std::to_string(world_size_)},
+                {"RANK", std::to_string(spec.rank)},
+                {"LOCAL_RANK", std::to_string(local)},
+                {"LOCAL_WORLD_SIZE", std::to_string(local_world_size_)},
+                {"GROUP_RANK", std::to_string(node_rank_)},
+                {"NODE_RANK", std::to_string(node_rank_)},
+                {"VOLT_LAUNCHER", "subprocess"}};
+    impl_->workers->start(spec);
+  }
+  // Rank 0 trains in this process; a failed rank must not leave it waiting in a
+  // collective until the timeout: report, stop the job, exit non-zero.
+  impl_->workers->monitor([](const WorkerExit& e) {
+    std::cerr << "\nvolt: " << e.describe() << "volt: stopping the job (the other ranks were stopped).\n"
+              << std::flush;
+    std::fflush(nullptr);
+    ::_exit(e.exit_code != 0 ? e.exit_code : 1);
+  });
+}
+
+void DDPStrategy::join_process_group() {
+  const auto& env = *environment_;
+  const std::string addr = env.main_address();
+  const int port = env.main_port();
+  const std::string where = addr + ":" + std::to_string(port);
+  if (port <= 0 || port > 65535) {
+    throw ConfigError("MASTER_PORT=" + std::to_string(port) + " is not a TCP port. Use a free port in 1..65535.");
+  }
+  c10d::TCPStoreOptions opts;
+  opts.port = static_cast<std::uint16_t>(port);
+  opts.isServer = global_rank_ == 0;
+  opts.numWorkers = static_cast<std::size_t>(world_size_);
+  opts.waitWorkers = false;  // the layout check below waits, with a better message
+  opts.timeout = options_.rendezvous_timeout;
+#if VOLT_TORCH_VERSION_AT_LEAST(2, 1)
+  opts.useLibUV = false;  // Debian's LibTorch 2.x has no libuv
+#endif
+  try {
+    impl_->store = c10::make_intrusive<c10d::TCPStore>(addr, opts);
+  } catch (const std::exception& e) {
+    const std::string msg = error_text(e);
+    if (global_rank_ == 0) {
+      throw DistributedError(who() + " could not open the rendezvous at " + where + ": " + msg +
+                             ". The port may be in use (another job, or a previous run still exiting): set "
+                             "MASTER_PORT to a free port, or leave it unset for a single-node job.");
+    }
+    throw DistributedError(who() + " could not reach the rendezvous at " + where + " within " +
+                           std::to_string(options_.rendezvous_timeout.count() / 1000) + " s: " + msg +
+                           ". Check that MASTER_ADDR/MASTER_PORT name rank 0's node, that it is running, and that "
+                           "no firewall blocks the port.");
+  }
+  // Every rank announces its view of the job; a disagreement fails here, not as a hang.
+  const std::string mine = std::to_string(world_size_) + " " + impl_->host + " " + std::to_string(::getpid());
+  try {
+    if (impl_->store->add("volt/rank/" + std::to_string(global_rank_) + "/count", 1) > 1) {
+      throw DistributedError(who() + ": another process already joined " + where + " as rank " +
+                             std::to_string(global_rank_) + ". Every process needs its own RANK.");
+    }
+    impl_->store->set("volt/rank/" + std::to_string(global_rank_), std::vector<uint8_t>(mine.begin(), mine.end()));
+    for (int64_t r = 0; r < world_size_; ++r) {
+      std::vector<uint8_t> theirs;
+      try {
+        theirs = impl_->store->get("volt/rank/" + std::to_string(r));
+      } catch (const std::exception& e) {
+        throw DistributedError(who() + " waited " + std::to_string(options_.rendezvous_timeout.count() / 1000) +
+                               " s at " + where + " for rank " + std::to_string(r) + " of " +
+                               std::to_string(world_size_) + ", which never joined (" + error_text(e) +
+                               "). Start every rank, or check WORLD_SIZE.");
+      }
+      const std::string text(theirs.begin(), theirs.end());
+      const int64_t their_size = std::stoll(text.substr(0, text.find(' ')));
+      if (their_size != world_size_) {
+        throw DistributedError(who() + " has WORLD_SIZE=" + std::to_string(world_size_) + " but rank " +
+                               std::to_string(r) + " (" + text.substr(text.find(' ') + 1) + ") has WORLD_SIZE=" +
+                               std::to_string(their_size) + ". Every rank must be started with the same world size.");
+      }
+    }
+  } catch (const DistributedError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw DistributedError(who() + ": rendezvous at " + where + " failed: " + error_text(e));
+  }
+
+#ifdef VOLT_WITH_NCCL
+  if (options_.backend == "nccl") {
+    try {
+      auto nccl_opts = c10d::ProcessGroupNCCL::Options::create();
+      nccl_opts->timeout = options_.timeout;
+      auto nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(impl_->store, static_cast<int>(global_rank_),
+                                                              static_cast<int>(world_size_), nccl_opts);
+      auto pg = c10::make_intrusive<c10d::ProcessGroup>(impl_->store, static_cast<int>(global_rank_),
+                                                        static_cast<int>(world_size_));
+      pg->setDefaultBackend(c10d::ProcessGroup::BackendType::NCCL);
+      pg->setBackend(c10::DeviceType::CUDA, c10d::ProcessGroup::BackendType::NCCL, nccl);
+      impl_->pg = pg;
+    } catch (const std::exception& e) {
+      throw DistributedError(who() + " could not create the NCCL process group (" + where + "): " + error_text(e));
+    }
+    return;
+  }
+#endif
+  auto gloo_opts = c10d::ProcessGroupGloo::Options::create(options_.timeout);
+  const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+  try {
+    if (ifname != nullptr && *ifname != '\0') {
+      gloo_opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
+    } else if (is_loopback(addr)) {
+      gloo_opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+    } else {
+      std::string local = local_address_towards(addr, port);
+      if (local.empty()) local = impl_->host;
+      gloo_opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(local));
+    }
+    gloo_opts->threads = 2;
+    auto gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, static_cast<int>(global_rank_),
+                                                            static_cast<int>(world_size_), gloo_opts);
+#if VOLT_TORCH_VERSION_AT_LEAST(2, 0)
+    auto pg = c10::make_intrusive<c10d::ProcessGroup>(impl_->store, static_cast<int>(global_rank_),
+                                                      static_cast<int>(world_size_));
+    pg->setDefaultBackend(c10d::ProcessGroup::BackendType::GLOO);
+    pg->setBackend(c10::DeviceType::CPU, c10d::ProcessGroup::BackendType::GLOO, gloo);
+    pg->setBackend(c10::DeviceType::CUDA, c10d::ProcessGroup::BackendType::GLOO, gloo);
+    impl_->pg = pg;
+#else
+    impl_->pg = gloo;
+#endif
+  } catch (const std::exception& e) {
+    throw DistributedError(who() + " could not connect the Gloo process group (" + where + ", world size " +
+                           std::to_string(world_size_) + "): " + error_text(e) +
+                           (ifname != nullptr ? "" : ". Set GLOO_SOCKET_IFNAME to the network interface the ranks "
+                                                     "share if this host has several."));
+  }
+}
+
+void DDPStrategy::setup(Module& module) {
+  Strategy::setup(module);
+  std::vector<at::Tensor> state;
+  std::vector<at::Tensor> params;
+  std::unordered_map<size_t, std::string> names;
+  for (const auto& item : module.named_parameters()) {
+    state.push_back(item.value());
+    if (item.value().requires_grad()) {
+      names[params.size()] = item.key();
+      params.push_back(item.value());
+    }
+  }
+  for (const auto& b : module.buffers()) state.push_back(b);
+  if (world_size_ > 1 && !state.empty()) {
+    try {
+      torch::NoGradGuard no_grad;
+      c10d::broadcast_coalesced(impl_->pg, state, 250u << 20, 0);
+    } catch (const std::exception& e) {
+      throw DistributedError(who() + ": broadcasting the initial parameters from rank 0 failed: " + error_text(e));
+    }
+  }
+  impl_->reducer.reset();
+  if (params.empty()) return;
+  const auto cap = static_cast<size_t>(options_.bucket_cap_mb * 1024 * 1024);
+  const auto first = static_cast<size_t>(options_.first_bucket_cap_mb * 1024 * 1024);
+  const std::vector<bool> sparse(params.size(), false);
+  auto assignment = c10d::compute_bucket_assignment_by_size(params, {first, cap}, sparse);
+  auto buckets = std::get<0>(assignment);
+  auto limits = std::get<1>(assignment);
+  // Gradients arrive roughly in reverse order of registration (as PyTorch's DDP orders them).
+  std::reverse(buckets.begin(), buckets.end());
+  std::reverse(limits.begin(), limits.end());
+  impl_->reducer = std::make_unique<c10d::Reducer>(params, buckets, limits, impl_->pg, sparse,
+                                                   static_cast<int64_t>(cap), options_.find_unused_parameters,
+                                                   options_.gradient_as_bucket_view, names,
+                                                   static_cast<int64_t>(first));
+  impl_->sync = true;
+}
+
+at::Tensor DDPStrategy::training_step(Module& module, Batch& batch, StepContext& ctx) {
+  if (impl_->reducer && impl_->sync && torch::GradMode::is_enabled()) {
+    try {
+      impl_->reducer->rebuild_buckets();
+    } catch (const std::exception& e) {
+      throw DistributedError(who() + ": rebuilding the gradient buckets failed: " + error_text(e));
+    }
+  }
+  return Strategy::training_step(module, batch, ctx);
+}
+
+void DDPStrategy::backward(const at::Tensor& loss) {
+  if (impl_->reducer && impl_->sync) {
+    try {
+      impl_->reducer->prepare_for_forward();
+      impl_->reducer->prepare_for_backward(options_.find_unused_parameters ? std::vector<at::Tensor>{loss}
+                                                                           : std::vector<at::Tensor>{});
+    } catch (const std::exception& e) {
+      throw DistributedError(who() + ": the gradient reducer refused this backward: " + error_text(e) +
+                             (options_.find_unused_parameters
+                                  ? ""
+                                  : " If some parameters get no gradient in a step, use "
+                                    "strategy=\"ddp_find_unused_parameters_true\"."));
+    }
+  }
+  try {
+    Strategy::backward(loss);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    if (!impl_->reducer || !impl_->sync) throw;
+    throw DistributedError(who() + ": backward with gradient allreduce failed: " + error_text(e));
+  }
+}
+
+bool DDPStrategy::set_gradient_sync(bool enabled) {
+  const bool previous = impl_->sync;
+  impl_->sync = enabled;
+  return previous;
+}
+
+namespace {
+
+template <typename F>
+auto run_collective(const std::string& who, const char* op, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw DistributedError(who + ": collective '" + op + "' failed: " + error_text(e) +
+                           " (a peer rank died or did not reach the same call within the process-group timeout)");
+  }
+}
+
+}  // namespace
+
+void DDPStrategy::barrier(const std::string& name) {
+  if (!impl_->pg) return;
+  run_collective(who(), ("barrier " + name).c_str(), [&] { impl_->pg->barrier()->wait(); });
+}
+
+at::Tensor DDPStrategy::all_reduce(const at::Tensor& tensor, ReduceOp op) {
+  if (!impl_->pg || world_size_ == 1) return tensor;
+  return run_collective(who(), "all_reduce", [&] {
+    // Gloo has no bf16/fp16 reductions: reduce in fp32 and convert back.
+    const bool low = tensor.scalar_type() == at::kBFloat16 || tensor.scalar_type() == at::kHalf;
+    at::Tensor t = low ? tensor.to(at::kFloat) : tensor.clone();
+    std::vector<at::Tensor> ts{t};
+    c10d::AllreduceOptions opts;
+    opts.reduceOp = to_c10d(op);
+    impl_->pg->allreduce(ts, opts)->wait();
+    if (op == ReduceOp::kMean) t.div_(static_cast<double>(world_size_));
+    return low ? t.to(tensor.scalar_type()) : t;
+  });
+}
+
+double DDPStrategy::reduce(double value, ReduceOp op) {
+  if (!impl_->pg || world_size_ == 1) return value;
+  const at::Tensor t = all_reduce(at::full({1}, value, at::TensorOptions().dtype(at::kDouble)), op);
+  return t.item<double>();
+}
+
+bool DDPStrategy::reduce_boolean_decision(bool decision, bool all) {
+  if (!impl_->pg || world_size_ == 1) return decision;
+  const double votes = reduce(decision ? 1.0 : 0.0, ReduceOp::kSum);
+  return all ? votes >= static_cast<double>(world_size_) : votes > 0.0;
+}
+
+void DDPStrategy::broadcast(std::vector<at::Tensor>& tensors, int64_t src) {
+  if (!impl_->pg || world_size_ == 1 || tensors.empty()) return;
+  run_collective(who(), "broadcast", [&] {
+    c10d::BroadcastOptions opts;
+    opts.rootRank = src;
+    impl_->pg->broadcast(tensors, opts)->wait();
+  });
+}
+
+std::string DDPStrategy::broadcast_object(const std::string& bytes, int64_t src) {
+  if (!impl_->pg || world_size_ == 1) return bytes;
+  std::vector<at::Tensor> size{at::full({1}, static_cast<int64_t>(bytes.size()), at::kLong)};
+  broadcast(size, src);
+  const int64_t n = size[0].item<int64_t>();
+  std::vector<at::Tensor> data{at::empty({std::max<int64_t>(n, 1)}, at::kByte)};
+  if (global_rank_ == src && n > 0) std::memcpy(data[0].data_ptr(), bytes.data(), bytes.size());
+  broadcast(data, src);
+  return std::string(static_cast<const char*>(data[0].data_ptr()), static_cast<size_t>(n));
+}
+
+std::vector<at::Tensor> DDPStrategy::all_gather(const at::Tensor& tensor) {
+  if (!impl_->pg || world_size_ == 1) return {tensor};
+  return run_collective(who(), "all_gather", [&] {
+    std::vector<at::Tensor> in{tensor.contiguous()};
+    std::vector<std::vector<at::Tensor>> out(1);
+    for (int64_t r = 0; r < world_size_; ++r) out[0].push_back(at::empty_like(in[0]));
+    impl_->pg->allgather(out, in)->wait();
+    return out[0];
+  });
+}
+
+void DDPStrategy::on_exception() {
+  impl_->failed = true;
+  if (impl_->workers) {
+    // This rank's error is often the echo of another rank's death: name that one too.
+    if (auto f = impl_->workers->failure(std::chrono::seconds(1))) {
+      std::cerr << "\nvolt: " << f->describe() << std::flush;
+    }
+    impl_->workers->stop_all();
+  }
+}
+
+void DDPStrategy::teardown() {
+  impl_->reducer.reset();
+  impl_->sync = true;
+  Strategy::teardown();
+}
+
+std::shared_ptr<Strategy> make_ddp_strategy(const StrategyParts& parts) {
+  DDPOptions o = parts.ddp;
+  o.find_unused_parameters = o.find_unused_parameters || parts.spec.find_unused_parameters;
+  return std::make_shared<DDPStrategy>(parts, o);
+}
+
+}  // namespace volt::strategies

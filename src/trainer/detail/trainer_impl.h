@@ -1,0 +1,161 @@
+#pragma once
+// The Trainer's parts and its TrainerView, shared by trainer.cpp and spawn.cpp.
+#include <atomic>
+#include <csignal>
+#include <cstdlib>
+#include <iostream>
+
+#include <torch/optim/optimizer.h>
+
+#include "volt/callbacks/model_checkpoint.h"
+#include "volt/connectors/callback_connector.h"
+#include "volt/connectors/checkpoint_connector.h"
+#include "volt/connectors/data_connector.h"
+#include "volt/connectors/logger_connector.h"
+#include "volt/connectors/signal_connector.h"
+#include "volt/core/error.h"
+#include "volt/loggers/csv_logger.h"
+#include "volt/loops/loop.h"
+#include "volt/trainer/trainer.h"
+
+namespace volt {
+
+class Trainer::Impl : public TrainerView {
+ public:
+  Impl(Trainer& owner, std::vector<std::shared_ptr<callbacks::Callback>> user_callbacks,
+       std::vector<std::shared_ptr<loggers::Logger>> user_loggers,
+       std::vector<std::shared_ptr<precision::Precision>> precision_plugins)
+      : owner_(owner),
+        accelerator_connector_(owner.options_),
+        strategy_(connectors::AcceleratorConnector::build_stack(accelerator_connector_.plan(),
+                                                                 precision_plugin(owner.options_, precision_plugins))),
+        callback_connector_(std::move(user_callbacks), owner.options_),
+        logger_connector_(make_loggers(owner.options_, std::move(user_loggers)), owner.options_.log_every_n_steps,
+                          *strategy_),
+        checkpoint_connector_(*strategy_) {}
+
+  static std::shared_ptr<precision::Precision> precision_plugin(
+      const TrainerOptions& o, const std::vector<std::shared_ptr<precision::Precision>>& plugins) {
+    if (plugins.empty()) return nullptr;
+    std::string names;
+    for (const auto& p : plugins) {
+      if (!p) throw ConfigError("precision_plugins contains a null pointer; pass constructed plug-ins only.");
+      names += (names.empty() ? "" : ", ") + p->name();
+    }
+    if (plugins.size() > 1) {
+      throw ConfigError("precision_plugins holds " + std::to_string(plugins.size()) + " precision plug-ins (" + names +
+                        "); a run has one. Pass a single plug-in.");
+    }
+    if (o.precision != "32-true" && o.precision != "32") {
+      throw ConfigError("precision='" + o.precision + "' and a precision plug-in (" + names +
+                        ") were both given. Use one: drop the flag or the plug-in.");
+    }
+    return plugins.front();
+  }
+
+  static std::vector<std::shared_ptr<loggers::Logger>> make_loggers(const TrainerOptions& o,
+                                                                    std::vector<std::shared_ptr<loggers::Logger>> given) {
+    if (o.fast_dev_run > 0) return {};  // a debugging run leaves no logs behind
+    if (!given.empty()) {
+      if (!o.logger) {
+        throw ConfigError("loggers were passed to the Trainer but logger=false. Remove the loggers or set logger=true.");
+      }
+      for (auto& l : given) {
+        if (!l) throw ConfigError("loggers contains a null pointer; pass constructed loggers only.");
+      }
+      return given;
+    }
+    if (!o.logger) return {};
+    return {std::make_shared<loggers::CSVLogger>(o.default_root_dir)};
+  }
+
+  // --- TrainerView ---
+  const TrainerState& state() const override { return owner_.state_; }
+  const MetricMap& callback_metrics() const override { return logger_connector_.callback_metrics(); }
+  const MetricMap& progress_bar_metrics() const override { return logger_connector_.progress_bar_metrics(); }
+  const Module& module() const override {
+    if (module_ == nullptr) throw Error("no module is attached to the Trainer yet; run fit/validate/test first.");
+    return *module_;
+  }
+  const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers() const override { return optimizers_; }
+  const std::vector<LRSchedulerConfig>& lr_schedulers() const override { return lr_schedulers_; }
+  std::string log_dir() const override {
+    return const_cast<connectors::LoggerConnector&>(logger_connector_).log_dir(owner_.options_.default_root_dir);
+  }
+  bool has_loggers() const override { return logger_connector_.has_loggers(); }
+  void save_checkpoint(const std::string& path, bool weights_only) override {
+    if (owner_.options_.fast_dev_run > 0) return;  // Lightning: fast_dev_run writes no checkpoints
+    if (module_ == nullptr) throw Error("save_checkpoint('" + path + "') before any stage ran: nothing to save.");
+    checkpoint_connector_.save(parts(), path, weights_only, logger_connector_.version());
+  }
+  void remove_checkpoint(const std::string& path) override { strategy_->remove_checkpoint(path); }
+  void request_stop(const std::string& reason) override {
+    auto& state = owner_.state_;
+    if (!state.should_stop && state.is_global_zero && !reason.empty()) std::cout << "\nvolt: " << reason << std::endl;
+    state.should_stop = true;
+    state.stop_reason = reason;
+  }
+  void log_metrics(const MetricMap& metrics, int64_t step) override { logger_connector_.log_metrics(metrics, step); }
+  bool reduce_boolean_decision(bool decision, bool all) override {
+    return strategy_->reduce_boolean_decision(decision, all);
+  }
+
+  connectors::CheckpointParts parts() {
+    return connectors::CheckpointParts{*module_, optimizers_, lr_schedulers_, owner_.state_,
+                                       callback_connector_.callbacks(), *this};
+  }
+
+  /// "last"/"best" through the first ModelCheckpoint; anything else is a path.
+  std::string resolve_ckpt_path(const std::string& ckpt_path) const {
+    if (ckpt_path != "last" && ckpt_path != "best") return ckpt_path;
+    const auto cbs = callback_connector_.checkpoint_callbacks();
+    if (cbs.empty()) {
+      throw ConfigError("ckpt_path=\"" + ckpt_path + "\" needs a ModelCheckpoint callback, and this Trainer has none "
+                        "(enable_checkpointing=false?). Pass a file path instead.");
+    }
+    const std::string path = ckpt_path == "last" ? cbs.front()->last_model_path() : cbs.front()->best_model_path();
+    if (path.empty()) {
+      throw ConfigError("ckpt_path=\"" + ckpt_path + "\" but the ModelCheckpoint callback has no " + ckpt_path +
+                        " checkpoint yet" + (ckpt_path == "last" ? " (is save_last on?)" : "") +
+                        ". Run fit first or pass a file path.");
+    }
+    return path;
+  }
+
+  loops::LoopContext loop_context(Module& module, connectors::DataConnector& data,
+                                  const connectors::SignalConnector* signals = nullptr) {
+    return loops::LoopContext{owner_.options_, owner_.state_, module,           *strategy_, callback_connector_,
+                              logger_connector_, data,         *this,           optimizers_, lr_schedulers_,
+                              signals};
+  }
+
+  /// ddp_spawn in the parent: stages run in spawned workers.
+  bool spawn_parent() const {
+    return strategy_->launcher() == strategies::LauncherKind::kSpawn &&
+           !accelerator_connector_.plan().processes_started_externally;
+  }
+  /// A worker the spawn launcher started (it runs only the stage call it was spawned for).
+  bool spawn_worker() const {
+    return strategy_->launcher() == strategies::LauncherKind::kSpawn && std::getenv("VOLT_SPAWN_DIR") != nullptr;
+  }
+  /// Stage calls of spawn-strategy Trainers in this process, parent and workers alike: the
+  /// parent's count names the call a worker runs.
+  static int64_t next_spawn_call() {
+    static std::atomic<int64_t> calls{0};
+    return ++calls;
+  }
+
+  Trainer& owner_;
+  connectors::AcceleratorConnector accelerator_connector_;
+  std::shared_ptr<strategies::Strategy> strategy_;
+  connectors::CallbackConnector callback_connector_;
+  connectors::LoggerConnector logger_connector_;
+  connectors::CheckpointConnector checkpoint_connector_;
+  Module* module_ = nullptr;
+  std::vector<std::shared_ptr<torch::optim::Optimizer>> optimizers_;
+  std::vector<LRSchedulerConfig> lr_schedulers_;
+  bool optimizers_configured_for_ = false;
+  const Module* configured_module_ = nullptr;
+};
+
+}  // namespace volt

@@ -1,0 +1,152 @@
+// A small training program for the distributed tests: every process of a job runs it (as
+// rank 0 re-running itself, under `volt launch`, or as spawned workers), trains a tiny MLP
+// on fixed synthetic data, and writes its final parameters as exact hex floats.
+//   volt_dist_program --strategy ddp --devices 2 --batch 8 --steps 20 --out /tmp/x [options]
+// Options: --accumulate A, --epochs E, --fits F (fit F times in a row on one Trainer),
+// --die-rank R --die-step S (that rank SIGKILLs itself at step S), --stall-rank R (that rank
+// never joins a collective), --timeout SEC (process-group timeout), --shuffle,
+// --precision P, --sync-log (logs a sync_dist metric and writes it).
+#include <signal.h>
+#include <unistd.h>
+
+#include <ATen/ops/randn.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/sgd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <string>
+#include <thread>
+
+#include "volt/core/error.h"
+#include "volt/core/module.h"
+#include "volt/data/dataloader.h"
+#include "volt/data/dataset.h"
+#include "volt/trainer/trainer.h"
+
+namespace {
+
+std::map<std::string, std::string> g_args;
+
+std::string arg(const std::string& key, const std::string& fallback) {
+  auto it = g_args.find(key);
+  return it == g_args.end() ? fallback : it->second;
+}
+int64_t arg_int(const std::string& key, int64_t fallback) {
+  auto it = g_args.find(key);
+  return it == g_args.end() ? fallback : std::stoll(it->second);
+}
+
+class TinyMLP : public volt::Module {
+ public:
+  TinyMLP() {
+    torch::manual_seed(1234);
+    fc1 = register_module("fc1", torch::nn::Linear(8, 16));
+    fc2 = register_module("fc2", torch::nn::Linear(16, 1));
+  }
+  at::Tensor training_step(volt::Batch& batch, volt::StepContext& ctx) override {
+    const int64_t die_rank = arg_int("die-rank", -1);
+    const int64_t rank = std::stoll(std::getenv("RANK") ? std::getenv("RANK") : "0");
+    if (die_rank >= 0 && rank == die_rank && steps_ == arg_int("die-step", 3)) {
+      std::cerr << "rank " << rank << ": about to die at step " << steps_ << " (test)" << std::endl;
+      ::raise(SIGKILL);
+    }
+    ++steps_;
+    at::Tensor out = fc2->forward(torch::tanh(fc1->forward(batch[0])));
+    at::Tensor loss = torch::nn::functional::mse_loss(out, batch[1]);
+    if (g_args.count("sync-log")) ctx.log("rank_value", static_cast<double>(rank), {.sync_dist = true});
+    return loss;
+  }
+  volt::OptimizerConfig configure_optimizers() override {
+    return volt::OptimizerConfig(std::make_shared<torch::optim::SGD>(parameters(), torch::optim::SGDOptions(0.05)));
+  }
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+  int64_t steps_ = 0;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string key = argv[i];
+    if (key.rfind("--", 0) != 0) {
+      std::cerr << "usage: volt_dist_program --key value ...\n";
+      return 2;
+    }
+    g_args[key.substr(2)] = argv[i + 1];
+  }
+  const int64_t rank_env = std::stoll(std::getenv("RANK") ? std::getenv("RANK") : "0");
+  if (g_args.count("stall-rank") && rank_env == arg_int("stall-rank", -1)) {
+    // Alive but never joining: the others must give up at the timeout.
+    std::this_thread::sleep_for(std::chrono::seconds(arg_int("stall-seconds", 60)));
+    return 0;
+  }
+  const int64_t batch = arg_int("batch", 8);
+  const int64_t n = arg_int("samples", 640);
+  torch::manual_seed(7);
+  at::Tensor x = at::randn({n, 8});
+  at::Tensor w = at::randn({8, 1});
+  at::Tensor y = x.matmul(w) + 0.1 * at::randn({n, 1});
+  auto dataset = std::make_shared<volt::data::TensorDataset>(std::vector<at::Tensor>{x, y});
+  volt::data::DataLoaderOptions lo;
+  lo.batch_size = batch;
+  lo.shuffle = g_args.count("shuffle") != 0;
+  lo.seed = 3;
+  auto loader = std::make_shared<volt::data::DataLoader>(dataset, lo);
+
+  volt::TrainerOptions o;
+  o.accelerator = "cpu";
+  o.strategy = arg("strategy", "ddp");
+  o.devices = arg("devices", "2");
+  o.num_nodes = arg_int("nodes", 1);
+  o.num_threads = 1;
+  o.precision = arg("precision", "32-true");
+  o.max_steps = arg_int("steps", 20);
+  o.max_epochs = arg_int("epochs", -1);
+  o.accumulate_grad_batches = arg_int("accumulate", 1);
+  o.enable_progress_bar = false;
+  o.enable_model_summary = false;
+  o.enable_checkpointing = g_args.count("checkpoint") != 0;
+  o.logger = g_args.count("logger") != 0;
+  o.default_root_dir = arg("root", "/tmp/volt_dist_program");
+  o.num_sanity_val_steps = 0;
+  o.process_group_timeout_s = static_cast<double>(arg_int("timeout", 60));
+  o.rendezvous_timeout_s = static_cast<double>(arg_int("rendezvous-timeout", 60));
+  if (g_args.count("bucket-mb")) o.ddp_bucket_cap_mb = std::stod(arg("bucket-mb", "25"));
+  const std::string out = arg("out", "/tmp/volt_dist_program.out");
+  try {
+    volt::Trainer trainer(o);
+    TinyMLP model;
+    const int64_t fits = arg_int("fits", 1);
+    for (int64_t f = 0; f < fits; ++f) {
+      // A later fit continues where the one before ended, for `steps` more steps.
+      if (f > 0) trainer.set_max_steps(trainer.options().max_steps + arg_int("steps", 20));
+      trainer.fit(model, loader);
+    }
+    const int64_t rank = trainer.strategy().global_rank();
+    std::ofstream file(out + ".rank" + std::to_string(rank));
+    file << "world_size " << trainer.strategy().world_size() << "\n";
+    file << "global_step " << trainer.global_step() << "\n";
+    file << "epoch " << trainer.current_epoch() << "\n";
+    for (const auto& [k, v] : trainer.callback_metrics()) file << "metric " << k << " " << v << "\n";
+    for (const auto& p : model.parameters()) {
+      at::Tensor flat = p.detach().reshape({-1}).contiguous();
+      const float* d = flat.data_ptr<float>();
+      for (int64_t i = 0; i < flat.numel(); ++i) {
+        char buf[64];
+        std::snprintf(buf, sizeof(buf), "%a", static_cast<double>(d[i]));
+        file << "p " << buf << "\n";
+      }
+    }
+  } catch (const volt::Error& e) {
+    std::cerr << "volt_dist_program: " << e.what() << std::endl;
+    return 3;
+  }
+  return 0;
+}
