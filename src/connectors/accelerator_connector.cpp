@@ -75,8 +75,15 @@ std::shared_ptr<accelerators::Accelerator> make_accelerator(const std::string& n
 
 /// Step 5: which strategy, and whether it fits the accelerator and the layout.
 const strategies::StrategySpec& choose_strategy(const std::string& flag, const std::string& accelerator,
-                                                int64_t devices, int64_t num_nodes) {
+                                                int64_t devices, int64_t num_nodes,
+                                                std::vector<std::string>& warnings) {
   std::string name = flag;
+  if (name == "dp" && accelerator == "cpu") {
+    // DP drives several GPUs from one process; on CPU the same job is ddp (Lightning Fabric).
+    warnings.push_back("strategy=\"dp\" needs CUDA devices; on CPU Volt runs strategy=\"ddp\" instead (one "
+                       "process per device, the same averaged gradients).");
+    name = "ddp";
+  }
   if (name == "auto") {
     const bool one = devices == 1 && num_nodes == 1;
     name = accelerator == "tpu" ? (one ? "single_xla" : "xla") : (one ? "single_device" : "ddp");
@@ -188,7 +195,7 @@ AcceleratorConnector::AcceleratorConnector(const TrainerOptions& options, const 
   if (p.accelerator == "tpu") p.tpu_platform = hw.tpu.platform;
 
   // 4. The strategy and its launcher.
-  const auto& spec = choose_strategy(options.strategy, p.accelerator, p.num_devices, p.num_nodes);
+  const auto& spec = choose_strategy(options.strategy, p.accelerator, p.num_devices, p.num_nodes, p.warnings);
   p.strategy = spec.name;
   p.find_unused_parameters = spec.find_unused_parameters;
   p.num_processes = spec.one_process_per_node ? 1 : p.num_devices;

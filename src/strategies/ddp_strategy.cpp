@@ -77,6 +77,36 @@ std::string local_address_towards(const std::string& host, int port) {
   return out;
 }
 
+/// Gloo cannot reduce bfloat16: widen each gradient bucket to fp32, average, narrow back.
+class Fp32AllreduceHook : public c10d::CommHookInterface {
+ public:
+  explicit Fp32AllreduceHook(c10::intrusive_ptr<c10d::ProcessGroup> pg) : state_(std::move(pg)) {}
+  at::Tensor parseHookResult(const c10::IValue& result) override { return result.toTensor(); }
+  c10::intrusive_ptr<c10::ivalue::Future> runHook(c10d::GradBucket& bucket) override {
+    at::Tensor buffer = bucket.getBufferRef();
+    at::Tensor wide = buffer.to(at::kFloat).div_(static_cast<double>(state_->getSize()));
+    std::vector<at::Tensor> tensors{wide};
+    auto future = state_->allreduce(tensors)->getFuture();
+    return future->then(
+        [buffer, wide](c10::ivalue::Future&) mutable {
+          buffer.copy_(wide);
+          return c10::IValue(buffer);
+        },
+        c10::TensorType::get());
+  }
+
+ private:
+  c10::intrusive_ptr<c10d::ProcessGroup> state_;
+};
+
+/// Gloo moves no bfloat16 either: broadcast its bits as fp16 of the same size.
+std::vector<at::Tensor> gloo_transportable(const std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> out;
+  out.reserve(tensors.size());
+  for (const auto& t : tensors) out.push_back(t.scalar_type() == at::kBFloat16 ? t.view(at::kHalf) : t);
+  return out;
+}
+
 }  // namespace
 
 struct DDPStrategy::Impl {
@@ -303,7 +333,7 @@ void DDPStrategy::setup(Module& module) {
   if (world_size_ > 1 && !state.empty()) {
     try {
       torch::NoGradGuard no_grad;
-      c10d::broadcast_coalesced(impl_->pg, state, 250u << 20, 0);
+      c10d::broadcast_coalesced(impl_->pg, gloo_transportable(state), 250u << 20, 0);
     } catch (const std::exception& e) {
       throw DistributedError(who() + ": broadcasting the initial parameters from rank 0 failed: " + error_text(e));
     }
@@ -323,6 +353,11 @@ void DDPStrategy::setup(Module& module) {
                                                    static_cast<int64_t>(cap), options_.find_unused_parameters,
                                                    options_.gradient_as_bucket_view, names,
                                                    static_cast<int64_t>(first));
+  const bool any_bf16 = std::any_of(params.begin(), params.end(),
+                                    [](const at::Tensor& t) { return t.scalar_type() == at::kBFloat16; });
+  if (any_bf16 && options_.backend == "gloo") {
+    impl_->reducer->register_comm_hook(std::make_unique<Fp32AllreduceHook>(impl_->pg));
+  }
   impl_->sync = true;
 }
 
@@ -420,7 +455,8 @@ void DDPStrategy::broadcast(std::vector<at::Tensor>& tensors, int64_t src) {
   run_collective(who(), "broadcast", [&] {
     c10d::BroadcastOptions opts;
     opts.rootRank = src;
-    impl_->pg->broadcast(tensors, opts)->wait();
+    std::vector<at::Tensor> views = gloo_transportable(tensors);
+    impl_->pg->broadcast(views, opts)->wait();
   });
 }
 
@@ -438,10 +474,14 @@ std::string DDPStrategy::broadcast_object(const std::string& bytes, int64_t src)
 std::vector<at::Tensor> DDPStrategy::all_gather(const at::Tensor& tensor) {
   if (!impl_->pg || world_size_ == 1) return {tensor};
   return run_collective(who(), "all_gather", [&] {
-    std::vector<at::Tensor> in{tensor.contiguous()};
+    std::vector<at::Tensor> in = gloo_transportable({tensor.contiguous()});
     std::vector<std::vector<at::Tensor>> out(1);
     for (int64_t r = 0; r < world_size_; ++r) out[0].push_back(at::empty_like(in[0]));
+    for (auto& t : out[0]) t = gloo_transportable({t})[0];
     impl_->pg->allgather(out, in)->wait();
+    if (tensor.scalar_type() == at::kBFloat16) {
+      for (auto& t : out[0]) t = t.view(at::kBFloat16);
+    }
     return out[0];
   });
 }

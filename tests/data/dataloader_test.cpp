@@ -525,3 +525,41 @@ TEST(DataLoader, StreamOutlivesItsLoader) {
 
 }  // namespace
 }  // namespace volt::data
+
+TEST(DistributedSampler, SplitsPadsAndCoversEveryIndex) {
+  auto base = std::make_shared<volt::data::SequentialSampler>(10);
+  volt::data::DistributedSampler r0(base, 4, 0), r3(base, 4, 3);
+  // 10 indices over 4 ranks: padded to 12 by repeating the start, 3 each, strided.
+  EXPECT_EQ(r0.size(), 3);
+  EXPECT_EQ(r0.indices(0), (std::vector<int64_t>{0, 4, 8}));
+  EXPECT_EQ(r3.indices(0), (std::vector<int64_t>{3, 7, 1}));
+  std::vector<int> seen(10, 0);
+  for (int64_t r = 0; r < 4; ++r) {
+    for (int64_t i : volt::data::DistributedSampler(base, 4, r).indices(0)) ++seen[static_cast<size_t>(i)];
+  }
+  for (int count : seen) EXPECT_GE(count, 1);
+}
+
+TEST(DistributedSampler, DropLastCutsToEqualShares) {
+  auto base = std::make_shared<volt::data::SequentialSampler>(10);
+  volt::data::DistributedSampler r1(base, 4, 1, /*drop_last=*/true);
+  EXPECT_EQ(r1.size(), 2);
+  EXPECT_EQ(r1.indices(0), (std::vector<int64_t>{1, 5}));
+}
+
+TEST(DistributedSampler, ReshufflesEachEpochIdenticallyOnEveryRank) {
+  auto base = std::make_shared<volt::data::RandomSampler>(100, 42);
+  volt::data::DistributedSampler a(base, 2, 0), b(base, 2, 1);
+  EXPECT_NE(a.indices(0), a.indices(1));  // per-epoch reseed
+  std::vector<int64_t> both = a.indices(3);
+  const auto other = b.indices(3);
+  both.insert(both.end(), other.begin(), other.end());
+  std::sort(both.begin(), both.end());
+  for (int64_t i = 0; i < 100; ++i) EXPECT_EQ(both[static_cast<size_t>(i)], i);  // disjoint, complete
+}
+
+TEST(DistributedSampler, RejectsABadLayout) {
+  auto base = std::make_shared<volt::data::SequentialSampler>(10);
+  EXPECT_THROW(volt::data::DistributedSampler(base, 2, 2), volt::ConfigError);
+  EXPECT_THROW(volt::data::DistributedSampler(nullptr, 2, 0), volt::ConfigError);
+}

@@ -24,6 +24,7 @@
 #include <string>
 #include <thread>
 
+#include "volt/callbacks/callback.h"
 #include "volt/core/error.h"
 #include "volt/core/module.h"
 #include "volt/data/dataloader.h"
@@ -57,9 +58,13 @@ class TinyMLP : public volt::Module {
       std::cerr << "rank " << rank << ": about to die at step " << steps_ << " (test)" << std::endl;
       ::raise(SIGKILL);
     }
+    if (rank == arg_int("stall-rank-in-step", -1) && steps_ == 2) {
+      // In the job, then silent: the others block in the gradient allreduce.
+      std::this_thread::sleep_for(std::chrono::seconds(arg_int("stall-seconds", 60)));
+    }
     ++steps_;
     at::Tensor out = fc2->forward(torch::tanh(fc1->forward(batch[0])));
-    at::Tensor loss = torch::nn::functional::mse_loss(out, batch[1]);
+    at::Tensor loss = torch::nn::functional::mse_loss(out.to(at::kFloat), batch[1].to(at::kFloat));
     if (g_args.count("sync-log")) ctx.log("rank_value", static_cast<double>(rank), {.sync_dist = true});
     return loss;
   }
@@ -68,6 +73,29 @@ class TinyMLP : public volt::Module {
   }
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
   int64_t steps_ = 0;
+};
+
+/// Records, after each backward, how far this rank's gradient is from rank 0's: non-zero
+/// inside an accumulation window (no_sync), zero after the synchronising backward.
+class GradientAgreement : public volt::callbacks::Callback {
+ public:
+  explicit GradientAgreement(volt::Trainer*& trainer) : trainer_(trainer) {}
+  std::string state_key() const override { return "GradientAgreement"; }
+  void on_after_backward(volt::TrainerView& view) override {
+    const auto& opt = view.optimizers().front();
+    at::Tensor g = opt->param_groups()[0].params()[0].grad().detach().clone();
+    auto all = trainer_->strategy().all_gather(g);
+    double diff = 0;
+    for (const auto& t : all) diff = std::max(diff, (t - all[0]).abs().max().item<double>());
+    (micro_ % 2 == 0 ? unsynced : synced) =
+        std::max((micro_ % 2 == 0 ? unsynced : synced), diff);
+    ++micro_;
+  }
+  double unsynced = 0, synced = 0;
+
+ private:
+  volt::Trainer*& trainer_;
+  int64_t micro_ = 0;
 };
 
 }  // namespace
@@ -121,7 +149,12 @@ int main(int argc, char** argv) {
   if (g_args.count("bucket-mb")) o.ddp_bucket_cap_mb = std::stod(arg("bucket-mb", "25"));
   const std::string out = arg("out", "/tmp/volt_dist_program.out");
   try {
-    volt::Trainer trainer(o);
+    volt::Trainer* self = nullptr;
+    auto agreement = std::make_shared<GradientAgreement>(self);
+    std::vector<std::shared_ptr<volt::callbacks::Callback>> callbacks;
+    if (g_args.count("check-no-sync")) callbacks.push_back(agreement);
+    volt::Trainer trainer(o, callbacks);
+    self = &trainer;
     TinyMLP model;
     const int64_t fits = arg_int("fits", 1);
     for (int64_t f = 0; f < fits; ++f) {
@@ -135,8 +168,13 @@ int main(int argc, char** argv) {
     file << "global_step " << trainer.global_step() << "\n";
     file << "epoch " << trainer.current_epoch() << "\n";
     for (const auto& [k, v] : trainer.callback_metrics()) file << "metric " << k << " " << v << "\n";
+    if (g_args.count("check-no-sync")) {
+      file << "unsynced_grad_diff " << agreement->unsynced << "\n";
+      file << "synced_grad_diff " << agreement->synced << "\n";
+    }
     for (const auto& p : model.parameters()) {
       at::Tensor flat = p.detach().reshape({-1}).contiguous();
+      flat = flat.to(at::kFloat);
       const float* d = flat.data_ptr<float>();
       for (int64_t i = 0; i < flat.numel(); ++i) {
         char buf[64];

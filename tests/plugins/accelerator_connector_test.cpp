@@ -54,6 +54,7 @@ struct Flags {
   std::string accelerator = "auto", devices = "auto", strategy = "auto", precision = "32-true";
   int64_t num_nodes = 1;
   std::string cluster_environment = "auto";
+  std::string process_group_backend = "auto";
 };
 
 TrainerOptions options(const Flags& f) {
@@ -64,6 +65,7 @@ TrainerOptions options(const Flags& f) {
   o.precision = f.precision;
   o.num_nodes = f.num_nodes;
   o.cluster_environment = f.cluster_environment;
+  o.process_group_backend = f.process_group_backend;
   return o;
 }
 
@@ -281,13 +283,50 @@ TEST(StrategyChoice, EveryLightningNameResolvesWithItsLauncher) {
 
 TEST(StrategyChoice, MismatchesFailEarlyWithAFix) {
   EXPECT_TRUE(mentions(plan_error({.strategy = "foo"}, cpu_only()), {"foo", "ddp_spawn", "single_xla"}));
-  EXPECT_TRUE(mentions(plan_error({.devices = "2", .strategy = "dp"}, cpu_only()), {"dp", "cuda", "cpu"}));
   EXPECT_TRUE(mentions(plan_error({.strategy = "xla"}, gpus(2)), {"xla", "tpu"}));
   EXPECT_TRUE(mentions(plan_error({.strategy = "ddp"}, tpu("v3-8")), {"ddp", "xla"}));
   EXPECT_TRUE(mentions(plan_error({.devices = "2", .strategy = "single_device"}, gpus(2)),
                        {"single_device", "one process", "devices=1"}));
   EXPECT_TRUE(mentions(plan_error({.devices = "2", .strategy = "dp", .num_nodes = 2}, gpus(2)), {"num_nodes=2", "ddp"}));
   EXPECT_TRUE(mentions(plan_error({.num_nodes = 0}, cpu_only()), {"num_nodes=0"}));
+}
+
+TEST(StrategyChoice, DataParallelOnCpuRunsDdpWithAWarning) {
+  const Plan p = plan({.devices = "2", .strategy = "dp"}, cpu_only());
+  EXPECT_EQ(p.strategy, "ddp");
+  EXPECT_EQ(p.world_size, 2);
+  ASSERT_EQ(p.warnings.size(), 1u);
+  EXPECT_TRUE(mentions(p.warnings[0], {"dp", "CUDA", "ddp"}));
+}
+
+TEST(ProcessGroupBackend, ResolvesAutoAndRefusesNcclWithoutCuda) {
+  EXPECT_EQ(plan({.devices = "2", .strategy = "ddp"}, cpu_only()).ddp.backend, "gloo");
+  EXPECT_TRUE(mentions(plan_error({.devices = "2", .strategy = "ddp", .process_group_backend = "nccl"}, cpu_only()),
+                       {"process_group_backend='nccl'", "CUDA", "gloo"}));
+  EXPECT_TRUE(mentions(plan_error({.devices = "2", .strategy = "ddp", .process_group_backend = "mpi"}, cpu_only()),
+                       {"'mpi'", "auto, gloo or nccl"}));
+}
+
+TEST(ProcessGroupBackend, CpuRanksShareTheCoresAndTooManyRanksWarn) {
+  const Plan p = plan({.devices = "2", .strategy = "ddp"}, cpu_only());  // 4 cores
+  EXPECT_EQ(p.num_threads, 2);
+  EXPECT_TRUE(p.warnings.empty());
+  const Plan many = plan({.devices = "8", .strategy = "ddp"}, cpu_only());
+  EXPECT_EQ(many.num_threads, 1);
+  ASSERT_FALSE(many.warnings.empty());
+  EXPECT_TRUE(mentions(many.warnings.back(), {"8 processes", "4 CPU core"}));
+}
+
+TEST(PlanToStack, DdpBuildsWithTheRanksOfThePlan) {
+  const Plan p = plan({.devices = "2", .strategy = "ddp"}, cpu_only(),
+                      {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}, {"MASTER_ADDR", "127.0.0.1"},
+                       {"MASTER_PORT", "29555"}});
+  auto strategy = AcceleratorConnector::build_stack(p);
+  EXPECT_EQ(strategy->name(), "ddp");
+  EXPECT_EQ(strategy->world_size(), 2);
+  EXPECT_EQ(strategy->global_rank(), 1);
+  EXPECT_EQ(strategy->local_rank(), 1);
+  EXPECT_EQ(strategy->launcher(), volt::strategies::LauncherKind::kSubprocess);
 }
 
 // ------------------------------------------------------------ precision

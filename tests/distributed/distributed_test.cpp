@@ -1,0 +1,315 @@
+// Multi-process tests: they run tests/distributed/dist_program.cpp as real ranks (ddp's
+// subprocess launcher, ddp_spawn, `volt launch`) and check results, failures and clean-up.
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "support/expect.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Outcome {
+  int code = -1;
+  std::string output;
+  double seconds = 0;
+};
+
+/// Runs `command` through sh with stderr merged into stdout.
+Outcome run(const std::string& command) {
+  Outcome r;
+  const auto start = std::chrono::steady_clock::now();
+  FILE* pipe = ::popen(("exec 2>&1; " + command).c_str(), "r");
+  if (pipe == nullptr) return r;
+  char buf[4096];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0) r.output.append(buf, n);
+  const int status = ::pclose(pipe);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+const std::string kProgram = VOLT_DIST_PROGRAM;
+const std::string kVolt = VOLT_CLI;
+
+/// A fresh output prefix, unique to this test (also a marker to find leftover processes).
+std::string out_prefix(const std::string& name) {
+  const std::string dir = (fs::temp_directory_path() / ("volt_dist_" + std::to_string(::getpid()))).string();
+  fs::create_directories(dir);
+  return dir + "/" + name;
+}
+
+struct Result {
+  std::map<std::string, std::string> fields;
+  std::vector<double> params;
+};
+
+Result read_result(const std::string& path) {
+  Result r;
+  std::ifstream in(path);
+  std::string key;
+  while (in >> key) {
+    std::string value;
+    if (key == "metric") {
+      std::string name;
+      in >> name >> value;
+      r.fields["metric " + name] = value;
+    } else {
+      in >> value;
+      if (key == "p") {
+        r.params.push_back(std::strtod(value.c_str(), nullptr));
+      } else {
+        r.fields[key] = value;
+      }
+    }
+  }
+  return r;
+}
+
+double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double m = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]));
+  return m;
+}
+
+/// Processes whose command line contains `marker` (other than this one).
+std::vector<std::string> processes_with(const std::string& marker) {
+  std::vector<std::string> found;
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) return found;
+  while (dirent* e = ::readdir(proc)) {
+    const std::string pid = e->d_name;
+    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (std::stoi(pid) == ::getpid()) continue;
+    std::ifstream in("/proc/" + pid + "/cmdline", std::ios::binary);
+    std::string cmd((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (auto& c : cmd) {
+      if (c == '\0') c = ' ';
+    }
+    if (cmd.find(marker) != std::string::npos && cmd.find("sh -c") == std::string::npos) {
+      found.push_back(pid + ": " + cmd);
+    }
+  }
+  ::closedir(proc);
+  return found;
+}
+
+std::string train(const std::string& out, const std::string& extra) {
+  return kProgram + " --out " + out + " " + extra;
+}
+
+}  // namespace
+
+TEST(DDPStrategy, TwoRanksMatchOneProcessWithTwiceTheBatch) {
+  const std::string ddp = out_prefix("equiv_ddp"), one = out_prefix("equiv_one");
+  const Outcome a = run(train(ddp, "--strategy ddp --devices 2 --batch 8 --steps 20"));
+  ASSERT_EQ(a.code, 0) << a.output;
+  const Outcome b = run(train(one, "--strategy single_device --devices 1 --batch 16 --steps 20"));
+  ASSERT_EQ(b.code, 0) << b.output;
+  const Result r0 = read_result(ddp + ".rank0"), r1 = read_result(ddp + ".rank1"), ref = read_result(one + ".rank0");
+  EXPECT_EQ(r0.fields.at("world_size"), "2");
+  EXPECT_EQ(r0.fields.at("global_step"), "20");
+  ASSERT_FALSE(r0.params.empty());
+  EXPECT_EQ(r0.params, r1.params) << "the two ranks must end bitwise identical";
+  EXPECT_LE(max_abs_diff(r0.params, ref.params), 1e-5);
+  EXPECT_GT(max_abs_diff(r0.params, read_result(one + ".rank0").params) + 1, 0);  // same file read twice: sanity
+}
+
+TEST(DDPStrategy, GradientAccumulationMatchesOneProcessAndSkipsSyncInsideTheWindow) {
+  const std::string ddp = out_prefix("accum_ddp"), one = out_prefix("accum_one");
+  const Outcome a = run(train(ddp, "--strategy ddp --devices 2 --batch 8 --steps 20 --accumulate 2 --check-no-sync 1"));
+  ASSERT_EQ(a.code, 0) << a.output;
+  const Outcome b = run(train(one, "--strategy single_device --devices 1 --batch 16 --steps 20 --accumulate 2"));
+  ASSERT_EQ(b.code, 0) << b.output;
+  const Result r0 = read_result(ddp + ".rank0"), r1 = read_result(ddp + ".rank1"), ref = read_result(one + ".rank0");
+  EXPECT_EQ(r0.params, r1.params);
+  EXPECT_LE(max_abs_diff(r0.params, ref.params), 1e-5);
+  // no_sync: after the first micro-batch each rank holds only its own gradient; after the
+  // second (synchronising) backward they agree exactly.
+  EXPECT_GT(std::stod(r0.fields.at("unsynced_grad_diff")), 1e-3);
+  EXPECT_EQ(std::stod(r0.fields.at("synced_grad_diff")), 0.0);
+}
+
+TEST(DDPStrategy, SmallBucketsGiveTheSameResult) {
+  const std::string big = out_prefix("bucket_big"), small = out_prefix("bucket_small");
+  ASSERT_EQ(run(train(big, "--strategy ddp --devices 2 --steps 10")).code, 0);
+  const Outcome s = run(train(small, "--strategy ddp --devices 2 --steps 10 --bucket-mb 0.0001"));
+  ASSERT_EQ(s.code, 0) << s.output;
+  EXPECT_LE(max_abs_diff(read_result(big + ".rank0").params, read_result(small + ".rank0").params), 1e-6);
+}
+
+TEST(DDPStrategy, SyncDistLoggingAveragesAcrossRanks) {
+  const std::string out = out_prefix("sync_log");
+  const Outcome r = run(train(out, "--strategy ddp --devices 2 --steps 4 --sync-log 1"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  // Rank 0 logs 0 and rank 1 logs 1: every rank sees the mean.
+  EXPECT_EQ(read_result(out + ".rank0").fields.at("metric rank_value"), "0.5");
+  EXPECT_EQ(read_result(out + ".rank1").fields.at("metric rank_value"), "0.5");
+}
+
+TEST(DDPSpawnStrategy, ParentHoldsTheTrainedStateAndASecondFitContinues) {
+  const std::string spawn = out_prefix("spawn"), ddp = out_prefix("spawn_ref");
+  const Outcome a = run(train(spawn, "--strategy ddp_spawn --devices 2 --steps 10 --fits 2 --sync-log 1"));
+  ASSERT_EQ(a.code, 0) << a.output;
+  const Outcome b = run(train(ddp, "--strategy ddp --devices 2 --steps 10 --fits 2 --sync-log 1"));
+  ASSERT_EQ(b.code, 0) << b.output;
+  // Only the parent writes (the workers exit after handing back): one file.
+  EXPECT_FALSE(fs::exists(spawn + ".rank1"));
+  const Result parent = read_result(spawn + ".rank0"), ref = read_result(ddp + ".rank0");
+  EXPECT_EQ(parent.fields.at("global_step"), "20");
+  EXPECT_EQ(parent.fields.at("epoch"), ref.fields.at("epoch"));
+  EXPECT_EQ(parent.fields.at("metric rank_value"), "0.5");
+  ASSERT_FALSE(parent.params.empty());
+  EXPECT_EQ(parent.params, ref.params) << "ddp_spawn's hand-back must equal training in place";
+  // The private hand-over folders are gone.
+  for (const auto& e : fs::directory_iterator(fs::temp_directory_path())) {
+    EXPECT_EQ(e.path().filename().string().rfind("volt-spawn-", 0), std::string::npos) << e.path();
+  }
+}
+
+TEST(VoltLaunch, RunsEveryRankWithTorchrunVariables) {
+  const std::string out = out_prefix("launch");
+  const Outcome r = run(kVolt + " launch --nproc-per-node 2 -- " + train(out, "--strategy ddp --devices 2 --steps 10"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(read_result(out + ".rank0").params, read_result(out + ".rank1").params);
+  EXPECT_EQ(read_result(out + ".rank1").fields.at("world_size"), "2");
+}
+
+namespace {
+
+void expect_job_stopped(const Outcome& r, const std::string& marker, const std::string& rank_text) {
+  EXPECT_NE(r.code, 0) << r.output;
+  EXPECT_TRUE(volt::testing::contains(r.output, rank_text)) << r.output;
+  EXPECT_TRUE(volt::testing::contains(r.output, "SIGKILL")) << r.output;
+  EXPECT_TRUE(volt::testing::contains(r.output, "about to die")) << "the failed rank's stderr tail:\n" << r.output;
+  EXPECT_LT(r.seconds, 10.0);
+  EXPECT_TRUE(processes_with(marker).empty()) << processes_with(marker).front();
+}
+
+}  // namespace
+
+TEST(VoltLaunch, KillingOneRankStopsTheJobAndReportsIt) {
+  const std::string out = out_prefix("kill_launch");
+  const Outcome r = run(kVolt + " launch --nproc-per-node 2 -- " +
+                    train(out, "--strategy ddp --devices 2 --steps 100000 --samples 6400 --die-rank 1 --die-step 5"));
+  expect_job_stopped(r, out, "rank 1 (pid");
+}
+
+TEST(DDPStrategy, SubprocessLauncherStopsTheJobWhenARankDies) {
+  const std::string out = out_prefix("kill_subprocess");
+  const Outcome r = run(train(out, "--strategy ddp --devices 2 --steps 100000 --samples 6400 --die-rank 1 --die-step 5"));
+  expect_job_stopped(r, out, "rank 1 (pid");
+}
+
+TEST(DDPSpawnStrategy, AWorkerDyingFailsTheParentWithItsReport) {
+  const std::string out = out_prefix("kill_spawn");
+  const Outcome r =
+      run(train(out, "--strategy ddp_spawn --devices 2 --steps 100000 --samples 6400 --die-rank 0 --die-step 5"));
+  expect_job_stopped(r, out, "rank 0 (pid");
+  EXPECT_TRUE(volt::testing::contains(r.output, "spawned worker failed")) << r.output;
+}
+
+TEST(DDPStrategy, ACollectiveOnAStalledPeerTimesOutWithTheOperationNamed) {
+  const std::string out = out_prefix("stall");
+  const Outcome r = run(kVolt + " launch --nproc-per-node 2 -- " +
+                    train(out, "--strategy ddp --devices 2 --steps 50 --timeout 3 --stall-rank-in-step 1 "
+                               "--stall-seconds 30"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_TRUE(volt::testing::contains(r.output, "rank 0 on host")) << r.output;
+  EXPECT_TRUE(volt::testing::contains(r.output, "gradient allreduce")) << r.output;
+  EXPECT_GE(r.seconds, 2.5);
+  EXPECT_LT(r.seconds, 20.0) << "gave up at the 3 s timeout, not the 30 s stall";
+  EXPECT_TRUE(processes_with(out).empty());
+}
+
+TEST(DDPRendezvous, RanksThatDisagreeOnTheWorldSizeFailClearly) {
+  const std::string out = out_prefix("ws");
+  const std::string port = "29517";
+  const std::string base = "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port + " ";
+  const Outcome r = run("(" + base + "WORLD_SIZE=2 RANK=0 LOCAL_RANK=0 " +
+                    train(out, "--strategy ddp --devices 2 --rendezvous-timeout 5") + " & " + base +
+                    "WORLD_SIZE=3 RANK=1 LOCAL_RANK=1 " + train(out, "--strategy ddp --devices 3 --rendezvous-timeout 5") +
+                    "; wait)");
+  EXPECT_TRUE(volt::testing::contains(r.output, "WORLD_SIZE=3 but rank 0")) << r.output;
+  EXPECT_TRUE(volt::testing::contains(r.output, "same world size")) << r.output;
+}
+
+TEST(DDPRendezvous, AnUnreachableMasterFailsWithinTheTimeoutNamingAddressAndPort) {
+  const std::string out = out_prefix("unreachable");
+  // 10.255.255.1 is not routed here; connect attempts fail or hang until the timeout.
+  const Outcome r = run("MASTER_ADDR=10.255.255.1 MASTER_PORT=29518 WORLD_SIZE=2 RANK=1 LOCAL_RANK=1 " +
+                    train(out, "--strategy ddp --devices 2 --rendezvous-timeout 3"));
+  EXPECT_EQ(r.code, 3) << r.output;
+  EXPECT_TRUE(volt::testing::contains(r.output, "10.255.255.1:29518")) << r.output;
+  EXPECT_LT(r.seconds, 15.0);
+}
+
+TEST(DDPRendezvous, AMasterPortInUseIsReported) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = 0;
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(fd, 1), 0);
+  socklen_t len = sizeof(addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  const std::string port = std::to_string(ntohs(addr.sin_port));
+  const std::string out = out_prefix("port");
+  const Outcome r = run("MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port + " WORLD_SIZE=2 RANK=0 LOCAL_RANK=0 " +
+                    train(out, "--strategy ddp --devices 2 --rendezvous-timeout 3"));
+  ::close(fd);
+  EXPECT_EQ(r.code, 3) << r.output;
+  EXPECT_TRUE(volt::testing::contains(r.output, "127.0.0.1:" + port)) << r.output;
+  EXPECT_TRUE(volt::testing::contains(r.output, "in use")) << r.output;
+}
+
+TEST(DDPRendezvous, PartialLaunchVariablesAreRefused) {
+  const std::string out = out_prefix("partial");
+  const Outcome r = run("env -u WORLD_SIZE RANK=1 " + train(out, "--strategy ddp --devices 2"));
+  EXPECT_EQ(r.code, 3) << r.output;
+  EXPECT_TRUE(volt::testing::contains(r.output, "RANK")) << r.output;
+  EXPECT_TRUE(volt::testing::contains(r.output, "WORLD_SIZE")) << r.output;
+}
+
+TEST(VoltLaunch, WarnsWhenThereAreMoreProcessesThanCores) {
+  const Outcome r = run(kVolt + " launch --nproc-per-node 64 -- /bin/true");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(volt::testing::contains(r.output, "warning: --nproc-per-node 64 is more than")) << r.output;
+}
+
+TEST(VoltLaunch, RejectsBadArguments) {
+  EXPECT_NE(run(kVolt + " launch --nproc-per-node 0 -- /bin/true").code, 0);
+  const Outcome r = run(kVolt + " launch --nnodes 2 -- /bin/true");
+  EXPECT_NE(r.code, 0);
+  EXPECT_TRUE(volt::testing::contains(r.output, "--master-addr")) << r.output;
+  EXPECT_NE(run(kVolt + " launch --nproc-per-node 2 -- /nonexistent/prog").code, 0);
+}
+
+TEST(DDPStrategy, BFloat16ParametersAreAveragedInFloat32OverGloo) {
+  const std::string ddp = out_prefix("bf16_ddp"), one = out_prefix("bf16_one");
+  const Outcome a = run(train(ddp, "--strategy ddp --devices 2 --batch 8 --steps 5 --precision bf16-true"));
+  ASSERT_EQ(a.code, 0) << a.output;
+  ASSERT_EQ(run(train(one, "--strategy single_device --devices 1 --batch 16 --steps 5 --precision bf16-true")).code, 0);
+  const Result r0 = read_result(ddp + ".rank0"), r1 = read_result(ddp + ".rank1");
+  EXPECT_EQ(r0.params, r1.params);
+  // bf16 keeps ~3 significant digits; the averages differ from one process's by rounding only.
+  EXPECT_LE(max_abs_diff(r0.params, read_result(one + ".rank0").params), 1e-2);
+}
