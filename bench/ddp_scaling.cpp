@@ -1,0 +1,170 @@
+// Weak scaling of Volt's DDP on this machine: the Fashion-MNIST CNN (conv32-conv64-fc128,
+// batch 64 per process, 1 intra-op thread per process) trained by
+//   single : 1 process (strategy single_device)
+//   ddp    : 2 processes, gradients averaged by c10d's Reducer (buckets, overlapped with backward)
+//   flat   : the same 2 processes with the Reducer off, one flat allreduce of all gradients
+//            after backward (the baseline the Reducer's overlap should beat)
+// Every mode runs in fresh processes, alternating for --rounds rounds; the median is reported.
+//   build/bench/ddp_scaling [--steps 150] [--warmup 20] [--rounds 3]
+// A rank process is this program with --mode; the driver is this program without it.
+#include <unistd.h>
+
+#include <torch/nn/functional/loss.h>
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/pooling.h>
+#include <torch/optim/sgd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "volt/callbacks/callback.h"
+#include "volt/core/module.h"
+#include "volt/data/dataloader.h"
+#include "volt/data/idx.h"
+#include "volt/trainer/trainer.h"
+
+namespace {
+
+using namespace torch::nn;
+
+class Cnn : public volt::Module {
+ public:
+  Cnn() {
+    torch::manual_seed(0);
+    net = register_module("net", Sequential(Conv2d(Conv2dOptions(1, 32, 3).padding(1)), ReLU(), MaxPool2d(2),
+                                            Conv2d(Conv2dOptions(32, 64, 3).padding(1)), ReLU(), MaxPool2d(2),
+                                            Flatten(), Linear(64 * 7 * 7, 128), ReLU(), Linear(128, 10)));
+  }
+  at::Tensor training_step(volt::Batch& batch, volt::StepContext&) override {
+    return torch::nn::functional::cross_entropy(net->forward(batch[0]), batch[1]);
+  }
+  volt::OptimizerConfig configure_optimizers() override {
+    return volt::OptimizerConfig(std::make_shared<torch::optim::SGD>(parameters(), torch::optim::SGDOptions(0.01)));
+  }
+  Sequential net{nullptr};
+};
+
+/// Times the steps after the warm-up; in flat mode, replaces the Reducer by one allreduce.
+class Timer : public volt::callbacks::Callback {
+ public:
+  Timer(volt::Trainer*& trainer, int64_t warmup, bool flat) : trainer_(trainer), warmup_(warmup), flat_(flat) {}
+  std::string state_key() const override { return "Timer"; }
+  void on_train_start(volt::TrainerView&) override {
+    if (flat_) (void)trainer_->strategy().set_gradient_sync(false);
+  }
+  void on_before_optimizer_step(volt::TrainerView&, torch::optim::Optimizer& opt, size_t) override {
+    if (!flat_) return;
+    std::vector<at::Tensor> grads;
+    for (auto& p : opt.param_groups()[0].params()) grads.push_back(p.grad().reshape({-1}));
+    at::Tensor flat = trainer_->strategy().all_reduce(at::cat(grads), volt::strategies::ReduceOp::kMean);
+    int64_t offset = 0;
+    for (auto& p : opt.param_groups()[0].params()) {
+      const int64_t n = p.numel();
+      p.mutable_grad().copy_(flat.narrow(0, offset, n).view_as(p));
+      offset += n;
+    }
+  }
+  void on_train_batch_end(volt::TrainerView& view, const at::Tensor&, const volt::Batch&, int64_t) override {
+    if (view.state().global_step == warmup_) start_ = std::chrono::steady_clock::now();
+    end_ = std::chrono::steady_clock::now();
+    last_step_ = view.state().global_step;
+  }
+  double seconds() const { return std::chrono::duration<double>(end_ - start_).count(); }
+  int64_t timed_steps() const { return last_step_ - warmup_; }
+
+ private:
+  volt::Trainer*& trainer_;
+  int64_t warmup_;
+  bool flat_;
+  std::chrono::steady_clock::time_point start_, end_;
+  int64_t last_step_ = 0;
+};
+
+int run_rank(const std::string& mode, int64_t steps, int64_t warmup, const std::string& out) {
+  const int64_t procs = mode == "single" ? 1 : 2;
+  const int64_t batch = 64;
+  auto data = volt::data::load_mnist_format(volt::data::kFashionMnistDir, /*train=*/true);
+  volt::data::DataLoaderOptions lo;
+  lo.batch_size = batch;
+  lo.shuffle = true;
+  lo.seed = 1;
+  auto loader = std::make_shared<volt::data::DataLoader>(data, lo);
+  volt::TrainerOptions o;
+  o.accelerator = "cpu";
+  o.strategy = procs == 1 ? "single_device" : "ddp";
+  o.devices = std::to_string(procs);
+  o.num_threads = 1;
+  o.max_steps = steps + warmup;
+  o.enable_progress_bar = false;
+  o.enable_model_summary = false;
+  o.enable_checkpointing = false;
+  o.logger = false;
+  o.num_sanity_val_steps = 0;
+  volt::Trainer* self = nullptr;
+  auto timer = std::make_shared<Timer>(self, warmup, mode == "flat");
+  volt::Trainer trainer(o, {timer});
+  self = &trainer;
+  Cnn model;
+  trainer.fit(model, loader);
+  if (trainer.strategy().global_rank() == 0) {
+    const double sps = static_cast<double>(timer->timed_steps() * batch * procs) / timer->seconds();
+    std::ofstream(out) << sps << "\n";
+  }
+  return 0;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::map<std::string, std::string> args;
+  for (int i = 1; i + 1 < argc; i += 2) args[argv[i]] = argv[i + 1];
+  auto get = [&](const char* k, int64_t d) { return args.count(k) ? std::stoll(args[k]) : d; };
+  const int64_t steps = get("--steps", 150), warmup = get("--warmup", 20), rounds = get("--rounds", 3);
+  if (args.count("--mode")) return run_rank(args["--mode"], steps, warmup, args["--out"]);
+
+  char exe[4096] = {};
+  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  const std::string self(exe, n > 0 ? static_cast<size_t>(n) : 0);
+  std::map<std::string, std::vector<double>> sps;
+  const std::string out = "/tmp/volt_ddp_scaling_" + std::to_string(::getpid());
+  for (int64_t r = 0; r < rounds; ++r) {
+    for (const std::string mode : {"single", "ddp", "flat"}) {
+      const std::string cmd = self + " --mode " + mode + " --steps " + std::to_string(steps) + " --warmup " +
+                              std::to_string(warmup) + " --out " + out;
+      if (std::system(cmd.c_str()) != 0) {
+        std::cerr << "ddp_scaling: the " << mode << " run failed\n";
+        return 1;
+      }
+      double v = 0;
+      std::ifstream(out) >> v;
+      sps[mode].push_back(v);
+      std::cerr << "round " << r + 1 << "/" << rounds << " " << mode << ": " << v << " samples/s\n";
+    }
+  }
+  std::remove(out.c_str());
+  double load = 0;
+  std::ifstream("/proc/loadavg") >> load;
+  const double s = median(sps["single"]), d = median(sps["ddp"]), f = median(sps["flat"]);
+  std::printf("Fashion-MNIST CNN, batch 64 per process, 1 thread per process, %lld timed steps, median of %lld\n",
+              static_cast<long long>(steps), static_cast<long long>(rounds));
+  std::printf("  1 process                 %8.1f samples/s\n", s);
+  std::printf("  2 processes, Reducer      %8.1f samples/s  weak-scaling efficiency %.1f%%\n", d, 100.0 * d / (2 * s));
+  std::printf("  2 processes, flat allreduce %6.1f samples/s  Reducer/flat = %.3f\n", f, d / f);
+  std::printf("  cores %ld, load average (1 min) at the end %.2f\n", sysconf(_SC_NPROCESSORS_ONLN), load);
+  return 0;
+}
