@@ -128,10 +128,14 @@ TEST(TrainerOptionsValidation, EveryBadFlagThrowsAtConstructionNamingTheFlagAndT
        /*not_supported_allowed=*/true},
       {"accelerator=foo", [](TrainerOptions& o) { o.accelerator = "foo"; }, {"accelerator='foo'", "cpu"}},
       // Valid Lightning values this build cannot run: NotSupportedError is the right kind too.
-      {"strategy=ddp (no training routine in this build)",
-       [](TrainerOptions& o) { o.strategy = "ddp"; },
-       {"strategy='ddp'", "single_device"},
-       /*not_supported_allowed=*/true},
+      {"process_group_backend=nccl without CUDA",
+       [](TrainerOptions& o) {
+         o.strategy = "ddp";
+         o.process_group_backend = "nccl";
+       },
+       {"process_group_backend='nccl'", "gloo"}},
+      {"process_group_timeout_s=0", [](TrainerOptions& o) { o.process_group_timeout_s = 0; },
+       {"process_group_timeout_s=0", "1800"}},
       {"strategy=single_device with 2 processes",
        [](TrainerOptions& o) {
          o.strategy = "single_device";
