@@ -39,6 +39,8 @@ constexpr const char* kUsage =
     "  inspect FILE [--json]\n"
     "                     describe a Volt checkpoint or a .safetensors file: versions, progress,\n"
     "                     metrics, every tensor's dtype and shape, totals, optimizer state\n"
+    "  new NAME --template T [--OPTION VALUE ...]\n"
+    "                     write a training project on Volt from a template (volt new --help)\n"
     "  help               this text\n";
 
 int cmd_info() {
@@ -321,6 +323,8 @@ int cmd_inspect(int argc, char** argv) {
 }
 }  // namespace
 
+int cmd_new(int argc, char** argv);  // tools/volt/new_command.cpp
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::cerr << kUsage;
@@ -335,6 +339,7 @@ int main(int argc, char** argv) {
     if (cmd == "info") return cmd_info();
     if (cmd == "plan") return cmd_plan(argc - 1, argv + 1);
     if (cmd == "inspect") return cmd_inspect(argc - 1, argv + 1);
+    if (cmd == "new") return cmd_new(argc - 1, argv + 1);
     if (cmd == "help" || cmd == "--help" || cmd == "-h") {
       std::cout << kUsage;
       return 0;

@@ -73,7 +73,8 @@ mu::data context(const json& o, const json& meta, const std::string& command) {
                                                        : " --trainer.strategy auto --trainer.devices 1 "
                                                          "--trainer.num_nodes 1"));
   mu::data data_list{mu::data::type::list};
-  for (const auto& [key, value] : meta.value("data", json::object()).items()) {
+  const json data_options = meta.value("data", json::object());
+  for (const auto& [key, value] : data_options.items()) {
     mu::data entry;
     entry.set("key", key);
     entry.set("value", show(value));
@@ -129,10 +130,10 @@ Project render(const json& options) {
       const std::string path = f.path;
       if (path.rfind(dir + "/", 0) != 0) continue;
       std::string rel = path.substr(dir.size() + 1);
-      if (!wanted(rel, o)) continue;
       const bool is_template = rel.size() > kSuffix.size() &&
                                rel.compare(rel.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0;
       if (is_template) rel.resize(rel.size() - kSuffix.size());
+      if (!wanted(rel, o)) continue;
       project.files[rel] = is_template ? render_text(path, file_text(f), d) : file_text(f);
     }
   }
