@@ -86,7 +86,7 @@ TEST(UiApi, RenderAnswersTheGeneratorsFilesAndCommand) {
   const gen::Project project = gen::render(options);
   EXPECT_EQ(body["name"], "demo");
   EXPECT_EQ(body["files"], json(project.files));
-  EXPECT_EQ(body["command"], gen::command_line(gen::validate(options).options));
+  EXPECT_EQ(body["command"], gen::command_line(options));
   EXPECT_NE(body["command"].get<std::string>().find("--max-epochs 7"), std::string::npos);
   EXPECT_EQ(body["options"]["max_epochs"], 7);
 }

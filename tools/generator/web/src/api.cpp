@@ -136,7 +136,7 @@ Response api_post(const std::string& endpoint, const json& options) {
     if (endpoint == "render") {
       return json_response(200, {{"name", project.name},
                                  {"files", project.files},
-                                 {"command", command_line(v.options)},
+                                 {"command", command_line(options)},
                                  {"options", v.options},
                                  {"forced", problems_json(v.forced)}});
     }

@@ -68,6 +68,8 @@ Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->options = std::move(options);
   Impl* impl = impl_.get();
   impl->http.set_payload_max_length(impl->options.max_body_bytes);
+  // A browser keeps its connections open; stop() waits for them, so keep-alive is short (Ctrl-C returns in ~1 s).
+  impl->http.set_keep_alive_timeout(1);
   // cpp-httplib sets SO_REUSEPORT by default, which lets a second `volt ui` bind the same port silently and
   // share its connections. SO_REUSEADDR alone still allows a restart while old connections are in TIME_WAIT.
   impl->http.set_socket_options([](socket_t sock) {
