@@ -161,6 +161,26 @@ test('picks a template and shows its files with a highlighted preview', async ()
   assert.equal(await page.textContent('#command'), expected.command);
 });
 
+test('the preview follows the options as they are typed', async () => {
+  await page.click('#tab-Training');
+  await page.click('#tree button[data-path="config.yaml"]');
+  await page.fill('#opt-max_epochs', '12');
+  await settled();
+  assert.match(await page.textContent('#preview code'), /max_epochs: 12\b/);
+  assert.equal(new URL(page.url()).searchParams.get('max_epochs'), '12');
+  assert.match(await page.textContent('#command'), /--max-epochs 12/);
+  // A value out of range: the generator's message under the field, the typed value kept.
+  await page.fill('#opt-batch_size', '0');
+  await settled();
+  const batch = await fieldState(page, 'batch_size');
+  assert.equal(batch.value, '0');
+  assert.match(batch.error, /below the minimum 1/);
+  await page.fill('#opt-batch_size', '32');
+  await settled();
+  assert.equal((await fieldState(page, 'batch_size')).error, '');
+  assert.match(await page.textContent('#preview code'), /batch_size: 32\b/);
+});
+
 test('backend appears with distributed on; xla-tpu forces spawn and 8 processes, disabled with a reason', async () => {
   await page.click('#tab-Training');
   assert.equal(await page.isVisible('#opt-max_epochs'), true);
@@ -264,6 +284,18 @@ test('the shared URL restores the same state in a new tab', async () => {
   await other.reload();
   await settled(other);
   assert.deepEqual(await snapshot(other), before);
+  await other.close();
+});
+
+test('a hand-edited link with an unknown option or a bad value shows the generator messages', async () => {
+  const other = await context.newPage();
+  await other.goto(baseUrl + '?template=minimal&colour=red&lr=fast');
+  await settled(other);
+  assert.match(await other.textContent('#banner'), /colour: unknown option/);
+  await other.click('#tab-Training');
+  const lr = await fieldState(other, 'lr');
+  assert.match(lr.error, /expects a number, got 'fast'/);
+  assert.equal(await other.isDisabled('#download-notebook'), true);
   await other.close();
 });
 
