@@ -3,8 +3,9 @@
 # written, in the project folder, with VOLT_PREFIX set, except where it cannot run here:
 #   - a program run without limit flags (full training) runs with --print-config appended, which reads
 #     config.yaml and every flag of that command and stops: the command is checked, not the training;
-#   - `volt launch`, `sbatch`, `gcloud` and the TPU VM's commands: their `./build/NAME ...` part is checked
-#     the same way (--print-config); the launcher itself needs ddp/launch/SLURM/TPU machines.
+#   - `volt launch` lines run as written when this Volt has `volt launch` (FOLLOW_README_LAUNCH=1 forces it);
+#     until then, like `sbatch`, `gcloud` and the TPU VM's commands, their `./build/NAME ...` part is checked
+#     the same way (--print-config); the rest needs ddp/launch, SLURM or a TPU machine.
 # usage: follow_readme.sh PROJECT_DIR VOLT_PREFIX
 set -euo pipefail
 dir=$1
@@ -14,6 +15,8 @@ name=$(basename "$dir")
 commands=$(awk '/^```sh$/{on=1; next} /^```$/{on=0} on' README.md)
 [ -n "$commands" ] || { echo "follow_readme: no sh blocks in $dir/README.md"; exit 1; }
 ran=0 checked=0
+have_launch=${FOLLOW_README_LAUNCH:-0}
+if "$VOLT_PREFIX/bin/volt" launch --help >/dev/null 2>&1; then have_launch=1; fi
 in_tpu_vm=0
 while IFS= read -r line; do
   [ -n "$line" ] || continue
@@ -31,6 +34,12 @@ while IFS= read -r line; do
   fi
   if [ $in_tpu_vm = 1 ] && [[ "$line" == cmake* ]]; then
     echo "  (TPU VM, same as the build above) $line"; continue
+  fi
+  if [[ "$line" == *"volt launch"* && $have_launch = 1 && $in_tpu_vm = 0 ]]; then
+    echo "  run (launch): $line"
+    eval "$line"
+    ran=$((ran + 1))
+    continue
   fi
   if [ -n "$program_part" ] && [[ "$line" != *limit_train_batches* || "$line" == *"volt launch"* || $in_tpu_vm = 1 ]]; then
     echo "  check: $program_part --print-config"

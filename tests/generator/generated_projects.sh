@@ -30,10 +30,10 @@ assert all(n.startswith(sys.argv[3] + "/") and ".." not in n.split("/") for n in
 nb = json.load(open(sys.argv[2]))
 assert nb["nbformat"] == 4 and nb["cells"], "not an nbformat 4 notebook"
 PY
-  local start=$(date +%s.%N)
+  local start=$(date +%s%N)
   (cd "$dir" && cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" >build.log 2>&1 &&
      cmake --build build -j2 >>build.log 2>&1) || { cat "$dir/build.log"; return 1; }
-  echo "   build: $(echo "$(date +%s.%N) - $start" | bc) s"
+  echo "   build: $(( ($(date +%s%N) - start) / 1000000 )) ms"
   bash "$here/follow_readme.sh" "$dir" "$prefix"
 }
 for t in "${templates[@]}"; do
