@@ -1,8 +1,13 @@
 // `volt ui`'s HTTP server on a real socket: loopback by default, the body limit enforced before the body is read,
 // foreign Host names refused, clear errors for a taken port or a bad one, and nothing written to disk.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include <cstdlib>
 #include <filesystem>
@@ -94,12 +99,63 @@ TEST(UiServer, BodyOverTheLimitIs413WithAMessage) {
   const auto r = c.Post("/api/render", std::string(10000, ' '), "application/json");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 413);
-  EXPECT_NE(json::parse(r->body)["error"].get<std::string>().find("limit of 4096 bytes"), std::string::npos) << r->body;
+  EXPECT_NE(json::parse(r->body)["error"].get<std::string>().find("the limit is 4096 bytes"), std::string::npos)
+      << r->body;
   // The server still answers afterwards.
   auto c2 = s.client();
   const auto ok = c2.Get("/api/schema");
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->status, 200);
+}
+
+TEST(UiServer, DeclaredOversizeBodyIsRefusedBeforeItIsSent) {
+  RunningServer s;
+  // Headers only, announcing 10 MB: the answer must come without the body.
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(s.port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  timeval timeout{3, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  const std::string head =
+      "POST /api/render HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+      "Content-Length: 10000000\r\n\r\n";
+  ASSERT_EQ(::send(fd, head.data(), head.size(), 0), static_cast<ssize_t>(head.size()));
+  std::string answer(4096, '\0');
+  const ssize_t n = ::recv(fd, answer.data(), answer.size(), 0);
+  ::close(fd);
+  ASSERT_GT(n, 0) << "no answer within 3 s: the server waited for the body";
+  answer.resize(static_cast<size_t>(n));
+  EXPECT_EQ(answer.rfind("HTTP/1.1 413", 0), 0u) << answer;
+  EXPECT_NE(answer.find("the limit is 65536 bytes"), std::string::npos) << answer;
+}
+
+TEST(UiServer, ChunkedBodyOverTheLimitIs413WithAMessage) {
+  web::ServerOptions options;
+  options.max_body_bytes = 4096;
+  RunningServer s(options);
+  auto c = s.client();
+  // Chunked, so without a Content-Length to refuse it by: read, then refused.
+  const std::string big(20000, ' ');
+  size_t sent = 0;
+  const auto r = c.Post(
+      "/api/render",
+      [&](size_t, httplib::DataSink& sink) {
+        if (sent >= big.size()) {
+          sink.done();
+          return true;
+        }
+        sink.write(big.data() + sent, 1000);
+        sent += 1000;
+        return true;
+      },
+      "application/json");
+  ASSERT_TRUE(r) << httplib::to_string(r.error());
+  EXPECT_EQ(r->status, 413);
+  EXPECT_NE(r->body.find("the limit is 4096 bytes"), std::string::npos) << r->body;
 }
 
 TEST(UiServer, RefusesForeignHostNamesOnLoopback) {

@@ -37,14 +37,13 @@ struct Server::Impl {
 
   void answer(const httplib::Request& req, httplib::Response& res) {
     const auto start = std::chrono::steady_clock::now();
-    Response out;
-    const std::string host_header = req.get_header_value("Host");
-    if (!host_header_allowed(host_header)) {
-      out = error_response(
-          403, "this server answers only requests for 127.0.0.1 or localhost; Host was '" + host_header + "'");
-    } else {
-      out = handle(Request{req.method, req.path, req.get_header_value("Content-Type"), req.body});
-    }
+    // A chunked body has no Content-Length to refuse it by in advance: it is read, then refused here.
+    const Response out =
+        req.body.size() > options.max_body_bytes
+            ? error_response(413, "the request body has " + std::to_string(req.body.size()) + " bytes; the limit is " +
+                                      std::to_string(options.max_body_bytes) +
+                                      " bytes (a full set of options is well under 2 KiB)")
+            : handle(Request{req.method, req.path, req.get_header_value("Content-Type"), req.body});
     res.status = out.status;
     for (const auto& [name, value] : out.headers) res.set_header(name, value);
     res.set_header("X-Content-Type-Options", "nosniff");
@@ -75,6 +74,30 @@ Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>()) {
   impl->http.set_socket_options([](socket_t sock) {
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
+  // Before the body is read: refuse a declared body over the limit at once (cpp-httplib alone would first
+  // wait for and skip all of it), and a foreign Host name.
+  impl->http.set_pre_routing_handler([impl](const httplib::Request& req, httplib::Response& res) {
+    Response out;
+    const std::string host_header = req.get_header_value("Host");
+    const std::string length = req.get_header_value("Content-Length");
+    if (!impl->host_header_allowed(host_header)) {
+      out = error_response(
+          403, "this server answers only requests for 127.0.0.1 or localhost; Host was '" + host_header + "'");
+    } else if (!length.empty() && (length.size() > 18 || length.find_first_not_of("0123456789") != std::string::npos ||
+                                   std::stoull(length) > impl->options.max_body_bytes)) {
+      out = error_response(413, "the request body has " + length + " bytes; the limit is " +
+                                    std::to_string(impl->options.max_body_bytes) +
+                                    " bytes (a full set of options is well under 2 KiB)");
+    } else {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    res.status = out.status;
+    // The unread body must not be taken for the next request.
+    res.set_header("Connection", "close");
+    res.set_header("X-Content-Type-Options", "nosniff");
+    res.set_content(out.body, out.content_type.c_str());
+    return httplib::Server::HandlerResponse::Handled;
   });
   const auto route = [impl](const httplib::Request& req, httplib::Response& res) { impl->answer(req, res); };
   impl->http.Get(".*", route);
