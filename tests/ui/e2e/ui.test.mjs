@@ -318,3 +318,22 @@ test('volt ui stops cleanly on SIGTERM, while the browser still holds connection
   assert.equal(code, 0);
   assert.ok(Date.now() - start < 3000, `stopping took ${Date.now() - start} ms`);
 });
+
+test('volt ui on another address than loopback warns, and rejects a bad port', async () => {
+  const other = spawn(kVolt, ['ui', '--host', '0.0.0.0', '--port', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let err = '';
+  other.stderr.on('data', (d) => { err += d; });
+  await new Promise((resolve, reject) => {
+    let out = '';
+    const timer = setTimeout(() => reject(new Error('no URL in 10 s: ' + out + err)), 10000);
+    other.stdout.on('data', (d) => { out += d; if (/serving the generator at http:\/\/0\.0\.0\.0:\d+\//.test(out)) { clearTimeout(timer); resolve(); } });
+  });
+  assert.match(err, /warning: listening on 0\.0\.0\.0, so every machine that can reach it can use this page/);
+  const code = await new Promise((resolve) => { other.on('exit', resolve); other.kill('SIGINT'); });
+  assert.equal(code, 0);
+  const bad = spawn(kVolt, ['ui', '--port', 'eighty'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let badErr = '';
+  bad.stderr.on('data', (d) => { badErr += d; });
+  assert.equal(await new Promise((resolve) => bad.on('exit', resolve)), 2);
+  assert.match(badErr, /--port expects a number from 0 to 65535, got 'eighty'/);
+});
