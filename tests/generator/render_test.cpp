@@ -179,3 +179,13 @@ TEST(GeneratorRender, TestsAreOptional) {
   EXPECT_FALSE(contains(p.files.at("CMakeLists.txt"), "add_test("));
   EXPECT_FALSE(contains(p.files.at("README.md"), "ctest"));
 }
+
+TEST(GeneratorRender, MinimalIsOneSourceFile) {
+  const auto p = gen::render(base());
+  std::vector<std::string> sources;
+  for (const auto& [path, content] : p.files) {
+    if (path.rfind("src/", 0) == 0) sources.push_back(path);
+  }
+  EXPECT_EQ(sources, std::vector<std::string>{"src/main.cpp"});
+  EXPECT_FALSE(contains(p.files.at("src/main.cpp"), "#include \"project_options.h\""));
+}

@@ -95,8 +95,11 @@ std::string render_text(const std::string& path, const std::string& text, const 
   return out;
 }
 
-bool wanted(const std::string& rel, const json& o) {
+bool wanted(const std::string& rel, const json& o, const json& meta) {
   if (rel == "template.json") return false;
+  for (const auto& excluded : meta.value("exclude", json::array())) {
+    if (excluded == rel) return false;
+  }
   if (rel.rfind("tests/", 0) == 0 && o["include_tests"] != true) return false;
   if (rel == "run.sbatch" && o["nnodes"] == 1 && o["sbatch"] != true) return false;
   return true;
@@ -121,7 +124,8 @@ Project render(const json& options) {
   if (!v.errors.empty()) throw GeneratorError(v.errors);
   const json& o = v.options;
   const std::string id = o["template"];
-  const mu::data d = context(o, template_meta(id), command_line(o));
+  const json meta = template_meta(id);
+  const mu::data d = context(o, meta, command_line(o));
   Project project;
   project.name = o["name"];
   // Common files first; the template's own files of the same path replace them.
@@ -133,7 +137,7 @@ Project render(const json& options) {
       const bool is_template = rel.size() > kSuffix.size() &&
                                rel.compare(rel.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0;
       if (is_template) rel.resize(rel.size() - kSuffix.size());
-      if (!wanted(rel, o)) continue;
+      if (!wanted(rel, o, meta)) continue;
       project.files[rel] = is_template ? render_text(path, file_text(f), d) : file_text(f);
     }
   }
