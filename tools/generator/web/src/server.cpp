@@ -112,7 +112,7 @@ Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>()) {
     if (!res.body.empty()) return;
     std::string message = "bad request";
     if (res.status == 413) {
-      message = "the request body is over the limit of " + std::to_string(impl->options.max_body_bytes) +
+      message = "the request body is too large; the limit is " + std::to_string(impl->options.max_body_bytes) +
                 " bytes (a full set of options is well under 2 KiB)";
     } else if (res.status == 404) {
       message = "no such page or API; the page is at /";
