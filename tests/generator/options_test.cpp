@@ -135,6 +135,7 @@ TEST(GeneratorValidate, RejectsEveryImpossibleCombinationAndNamesWhatIsAllowed) 
        "allowed: 32-true, bf16-mixed, 64-true"},
       {"xla-tpu on several hosts", {{"backend", "xla-tpu"}, {"nnodes", 2}, {"master_addr", "10.0.0.1"}}, "nnodes",
        "allowed: 1"},
+      {"xla-tpu with a SLURM script", {{"backend", "xla-tpu"}, {"sbatch", true}}, "sbatch", "allowed: false"},
       {"a 6-chip TPU host", {{"backend", "xla-tpu"}, {"tpu_chips_per_host", 6}}, "tpu_chips_per_host", "allowed: 8"},
       {"nccl on cpu", {{"backend", "nccl"}, {"accelerator", "cpu"}}, "accelerator", "allowed: gpu"},
       {"nccl on tpu", {{"backend", "nccl"}, {"accelerator", "tpu"}}, "accelerator", "allowed with nccl: gpu"},

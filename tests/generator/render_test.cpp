@@ -189,3 +189,13 @@ TEST(GeneratorRender, MinimalIsOneSourceFile) {
   EXPECT_EQ(sources, std::vector<std::string>{"src/main.cpp"});
   EXPECT_FALSE(contains(p.files.at("src/main.cpp"), "#include \"project_options.h\""));
 }
+
+TEST(GeneratorRender, ManyNodesGetACommandForEveryRank) {
+  const auto p = gen::render(base({{"distributed", "launch"}, {"nnodes", 6}, {"node_rank", 5},
+                                   {"master_addr", "node0.cluster"}, {"nproc_per_node", 2}}));
+  const std::string& readme = p.files.at("README.md");
+  EXPECT_TRUE(contains(readme, "--nnodes 6 --node-rank 3 --master-addr node0.cluster"));
+  EXPECT_TRUE(contains(readme, "--nnodes 6 --node-rank $NODE_RANK --master-addr node0.cluster"));
+  EXPECT_TRUE(contains(readme, "This machine was generated as node 5"));
+  EXPECT_TRUE(contains(p.files.at("run.sbatch"), "#SBATCH --nodes=6"));
+}

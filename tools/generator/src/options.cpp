@@ -175,7 +175,7 @@ json option_schema() {
                  1, 64),
       with_range(option("nnodes", "Nodes", "Training", "int", 1, "machines taking part (launch only)"), 1, 1024),
       with_range(option("node_rank", "Node rank", "Training", "int", 0,
-                        "this machine's rank in the README's single-node commands; each node passes its own"),
+                        "rank of the machine the project is generated for (0: the master); the README marks its command"),
                  0, 1023),
       option("master_addr", "Master address", "Training", "string", "",
              "address of node 0 that every node can reach; required when nnodes > 1"),
@@ -281,6 +281,10 @@ Validation validate(const json& input) {
     if (o["precision"] == "16-mixed") {
       v.errors.push_back({"precision", "16-mixed is impossible with backend=xla-tpu: TPUs compute in bfloat16; "
                                        "allowed: 32-true, bf16-mixed, 64-true"});
+    }
+    if (o["sbatch"] == true) {
+      v.errors.push_back({"sbatch", "true is impossible with backend=xla-tpu: a TPU VM runs the program itself, "
+                                    "without SLURM; allowed: false"});
     }
     if (o["nnodes"] != 1) {
       v.errors.push_back({"nnodes", o["nnodes"].dump() + " is impossible with backend=xla-tpu: the generator "

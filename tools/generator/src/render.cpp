@@ -68,6 +68,8 @@ mu::data context(const json& o, const json& meta, const std::string& command) {
   }());
   d.set("tpu_accelerator_type", std::string(o["tpu_chips_per_host"] == 4 ? "v4-8" : "v2-8"));
   d.set("last_node_rank", std::to_string(nnodes - 1));
+  d.set("more_node_ranks", nnodes > 4);
+  d.set("this_node", o["node_rank"].get<int64_t>() > 0);
   // A one-process run of a distributed config: the same config with these overrides.
   d.set("one_process_flags", std::string(dist == "off" ? ""
                                                        : " --trainer.strategy auto --trainer.devices 1 "

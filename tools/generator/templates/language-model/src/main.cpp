@@ -63,8 +63,9 @@ class CharTransformer : public volt::Module {
     return project::make_optimizer(optimizer_, parameters(), lr_);
   }
 
-  /// Continues `prompt` by `length` bytes, drawing each from the softmax at `temperature`.
-  std::string sample(const std::string& prompt, int64_t length, double temperature) {
+  /// Continues `prompt` by `length` bytes, drawing each from the softmax at `temperature` over the
+  /// bytes in `allowed` (a [256] bool mask: the bytes of the training text).
+  std::string sample(const std::string& prompt, int64_t length, double temperature, const at::Tensor& allowed) {
     torch::NoGradGuard no_grad;
     eval();
     std::vector<int64_t> ids;
@@ -76,6 +77,7 @@ class CharTransformer : public volt::Module {
       std::vector<int64_t> window(ids.begin() + start, ids.end());
       auto x = at::from_blob(window.data(), {1, static_cast<int64_t>(window.size())}, at::kLong).to(device);
       auto logits = forward(x).select(1, x.size(1) - 1).squeeze(0).to(at::kFloat).cpu();
+      logits.masked_fill_(allowed.logical_not(), -std::numeric_limits<float>::infinity());
       auto probs = at::softmax(logits / temperature, 0);
       ids.push_back(at::multinomial(probs, 1).item<int64_t>());
     }
@@ -123,6 +125,9 @@ class TextFileData : public volt::data::DataModule {
     }
     std::vector<int64_t> ids(text.begin(), text.begin() + windows * (context_ + 1));
     for (auto& id : ids) id &= 0xff;
+    std::vector<uint8_t> seen(kVocab, 0);
+    for (const unsigned char c : text) seen[c] = 1;
+    seen_ = at::from_blob(seen.data(), {kVocab}, at::kByte).to(at::kBool);
     auto all = at::from_blob(ids.data(), {windows, context_ + 1}, at::kLong).clone();
     const int64_t val = std::max<int64_t>(1, static_cast<int64_t>(windows * val_fraction_));
     train_ = std::make_shared<volt::data::TensorDataset>(std::vector<at::Tensor>{all.narrow(0, 0, windows - val)});
@@ -133,6 +138,8 @@ class TextFileData : public volt::data::DataModule {
 
   std::shared_ptr<volt::data::DataLoader> train_dataloader() override { return loader(train_, true); }
   std::shared_ptr<volt::data::DataLoader> val_dataloader() override { return loader(val_, false); }
+  /// [256] bool: which bytes occur in the text (after setup).
+  const at::Tensor& seen_bytes() const { return seen_; }
 
  private:
   std::shared_ptr<volt::data::DataLoader> loader(std::shared_ptr<const volt::data::Dataset> ds, bool train) const {
@@ -143,6 +150,7 @@ class TextFileData : public volt::data::DataModule {
     return std::make_shared<volt::data::DataLoader>(std::move(ds), o);
   }
 
+  at::Tensor seen_;
   std::string file_;
   int64_t context_;
   double val_fraction_;
@@ -185,7 +193,7 @@ int main(int argc, char** argv) {
     if (cli.get_int("sample.length") > 0) {
       std::cout << "\nsample:\n"
                 << model.sample(cli.get_string("sample.prompt"), cli.get_int("sample.length"),
-                                cli.get_double("sample.temperature"))
+                                cli.get_double("sample.temperature"), data.seen_bytes())
                 << "\n";
     }
     return 0;
