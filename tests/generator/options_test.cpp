@@ -242,7 +242,7 @@ TEST(GeneratorCommandLine, RecreatesTheSameOptions) {
   const std::vector<json> cases = {
       base(),
       base({{"backend", "xla-tpu"}, {"tpu_chips_per_host", 4}, {"lr", 0.0003}, {"logger", "none"}}),
-      base({{"template", "gan"}, {"distributed", "launch"}, {"nnodes", 3}, {"master_addr", "10.1.2.3"},
+      base({{"template", "gan"}, {"lr", 0.001}, {"distributed", "launch"}, {"nnodes", 3}, {"master_addr", "10.1.2.3"},
             {"nproc_per_node", 2}, {"backend", "nccl"}, {"save_top_k", -1}}),
       base({{"template", "text-classification"}, {"early_stopping", true}, {"patience", 5}, {"seed", 7},
             {"deterministic", true}, {"include_tests", false}}),
@@ -257,4 +257,12 @@ TEST(GeneratorCommandLine, RecreatesTheSameOptions) {
     EXPECT_EQ(after.options, before.options) << cmd;
   }
   EXPECT_EQ(gen::command_line(base()), "volt new app --template minimal");
+}
+
+TEST(GeneratorValidate, TemplateDefaultsYieldToGivenValues) {
+  EXPECT_DOUBLE_EQ(gen::validate(base({{"template", "gan"}})).options["lr"].get<double>(), 0.0002);
+  EXPECT_DOUBLE_EQ(gen::validate(base({{"template", "gan"}, {"lr", 0.001}})).options["lr"].get<double>(), 0.001);
+  EXPECT_DOUBLE_EQ(gen::validate(base()).options["lr"].get<double>(), 0.001);
+  EXPECT_EQ(gen::command_line(base({{"template", "gan"}})), "volt new app --template gan");
+  EXPECT_EQ(gen::command_line(base({{"template", "gan"}, {"lr", 0.001}})), "volt new app --template gan --lr 0.001");
 }

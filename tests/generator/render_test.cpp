@@ -42,7 +42,7 @@ TEST(GeneratorRender, EveryTemplateIsACompleteVoltProject) {
     EXPECT_EQ(cfg["trainer"]["max_epochs"].as<int>(), 3) << id;
     EXPECT_EQ(cfg["trainer"]["strategy"].as<std::string>(), "auto") << id;
     EXPECT_EQ(cfg["trainer"]["devices"].as<std::string>(), "1") << id;
-    EXPECT_EQ(cfg["model"]["lr"].as<double>(), 0.001) << id;
+    EXPECT_EQ(cfg["model"]["lr"].as<double>(), id == "gan" ? 0.0002 : 0.001) << id;
     EXPECT_EQ(cfg["data"]["batch_size"].as<int>(), 64) << id;
   }
 }

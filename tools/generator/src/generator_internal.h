@@ -27,6 +27,9 @@ const std::vector<EmbeddedFile>& embedded_files();
 /// Checks a project name; appends a Problem for "name" and returns false when it is unsafe.
 bool validate_name(const std::string& name, std::vector<Problem>& errors);
 
+/// A template's template.json (title, description, data_package, data, exclude, defaults).
+nlohmann::json template_meta(const std::string& id);
+
 /// The schema's default for key.
 nlohmann::json spec_default(const nlohmann::json& schema, const std::string& key);
 

@@ -129,6 +129,13 @@ bool coerce(const json& spec, const json& given, json& out, std::string& why) {
   return true;
 }
 
+json template_defaults(const json& id) {
+  for (const auto& t : templates()) {
+    if (t["id"] == id) return template_meta(id).value("defaults", json::object());
+  }
+  return json::object();  // an unknown template is reported by the enum check
+}
+
 }  // namespace
 
 GeneratorError::GeneratorError(std::vector<Problem> problems)
@@ -241,6 +248,11 @@ Validation validate(const json& input) {
     v.options[key] = given.contains(key) ? given[key] : spec["default"];
   }
   json& o = v.options;
+  // A template may choose other defaults (the GAN's learning rate); given values always win.
+  const json template_default = template_defaults(o["template"]);
+  for (const auto& [key, value] : template_default.items()) {
+    if (!given.contains(key)) o[key] = value;
+  }
   const auto set = [&](const std::string& key) { return given.contains(key); };
   // Fix `key` to `value` because of `cause`: an error when the user asked for something else.
   const auto force = [&](const std::string& key, const json& value, const std::string& cause, const std::string& why) {
@@ -364,7 +376,8 @@ std::string command_line(const json& options) {
     const std::string key = spec["key"];
     if (key == "name" || key == "template" || forced.count(key)) continue;
     const json& value = v.options[key];
-    if (value == spec["default"]) continue;
+    const json defaults = template_defaults(v.options["template"]);
+    if (value == defaults.value(key, spec["default"])) continue;
     out += " " + spec["flag"].get<std::string>() + " " + shell_quote(show(value));
   }
   return out;

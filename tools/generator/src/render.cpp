@@ -19,12 +19,16 @@ const std::string kSuffix = ".mustache";
 
 std::string file_text(const EmbeddedFile& f) { return std::string(f.content, f.size); }
 
+}  // namespace
+
 json template_meta(const std::string& id) {
   for (const auto& f : embedded_files()) {
     if (f.path == id + "/template.json") return json::parse(file_text(f));
   }
   throw GeneratorError(std::vector<Problem>{{"template", "'" + id + "' has no template.json in tools/generator/templates"}});
 }
+
+namespace {
 
 std::string show(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 

@@ -107,8 +107,15 @@ class Gan : public volt::Module {
 
   volt::OptimizerConfig configure_optimizers() override {
     volt::OptimizerConfig config;
-    config.optimizers.push_back(project::make_optimizer(optimizer_, generator_->parameters(), lr_));
-    config.optimizers.push_back(project::make_optimizer(optimizer_, discriminator_->parameters(), lr_));
+    const std::vector<torch::nn::Module*> players{generator_.get(), discriminator_.get()};
+    for (auto* m : players) {
+      if (optimizer_ == "adam") {  // DCGAN's Adam: beta1 0.5 keeps the two players from oscillating
+        config.optimizers.push_back(std::make_shared<torch::optim::Adam>(
+            m->parameters(), torch::optim::AdamOptions(lr_).betas(std::make_tuple(0.5, 0.999))));
+      } else {
+        config.optimizers.push_back(project::make_optimizer(optimizer_, m->parameters(), lr_));
+      }
+    }
     return config;
   }
 
