@@ -199,3 +199,12 @@ TEST(GeneratorRender, ManyNodesGetACommandForEveryRank) {
   EXPECT_TRUE(contains(readme, "This machine was generated as node 5"));
   EXPECT_TRUE(contains(p.files.at("run.sbatch"), "#SBATCH --nodes=6"));
 }
+
+TEST(GeneratorRender, RecordedCommandLeavesForcedOptionsOut) {
+  const json o = base({{"backend", "xla-tpu"}});
+  const auto p = gen::render(o);
+  const std::string cmd = "volt new app --template minimal --backend xla-tpu";
+  EXPECT_EQ(gen::command_line(o), cmd);
+  EXPECT_TRUE(contains(p.files.at("README.md"), cmd + "\n"));
+  EXPECT_EQ(json::parse(gen::notebook(p, o))["metadata"]["volt"]["command"], cmd);
+}
