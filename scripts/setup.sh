@@ -23,7 +23,7 @@ packages=(
   libyaml-cpp-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
   zlib1g-dev dataset-fashion-mnist git ca-certificates python3-numpy
   libcpp-httplib-dev pkgconf chromium chromium-driver
-  libkainjow-mustache-dev fortunes
+  libkainjow-mustache-dev fortunes python3-nbformat
 )
 # Node.js and npm run the browser tests of `volt ui` (tests/ui/e2e). A machine may already have them from
 # elsewhere (NodeSource's nodejs bundles npm and conflicts with Debian's npm package): only install when absent.

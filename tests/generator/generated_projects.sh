@@ -30,6 +30,9 @@ assert all(n.startswith(sys.argv[3] + "/") and ".." not in n.split("/") for n in
 nb = json.load(open(sys.argv[2]))
 assert nb["nbformat"] == 4 and nb["cells"], "not an nbformat 4 notebook"
 PY
+  # The notebook against nbformat's own schema (Debian python3-nbformat, for Debian's python3).
+  /usr/bin/python3 -c 'import nbformat, sys; nbformat.validate(nbformat.read(sys.argv[1], as_version=4))' \
+    "$work/$name.ipynb" || { echo "   $name.ipynb is not a valid nbformat 4 notebook (needs python3-nbformat)"; return 1; }
   local start=$(date +%s%N)
   (cd "$dir" && cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" >build.log 2>&1 &&
      cmake --build build -j2 >>build.log 2>&1) || { cat "$dir/build.log"; return 1; }
