@@ -22,7 +22,13 @@ packages=(
   libtorch-dev libgloo-dev libopenblas0-openmp cmake ninja-build g++ ccache
   libyaml-cpp-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
   zlib1g-dev dataset-fashion-mnist git ca-certificates python3-numpy iproute2
+  libcpp-httplib-dev pkgconf chromium chromium-driver
+  libkainjow-mustache-dev fortunes python3-nbformat
 )
+# Node.js and npm run the browser tests of `volt ui` (tests/ui/e2e). A machine may already have them from
+# elsewhere (NodeSource's nodejs bundles npm and conflicts with Debian's npm package): only install when absent.
+command -v node >/dev/null || packages+=(nodejs)
+command -v npm >/dev/null || packages+=(npm)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -47,6 +53,16 @@ if [ "${#missing[@]}" -gt 0 ]; then
     -o Dpkg::Use-Pty=0 "${missing[@]}" </dev/null
 else
   echo "volt setup: all ${#packages[@]} packages installed"
+fi
+
+# playwright-core for the browser tests, exactly as locked; it drives Debian's /usr/bin/chromium and downloads
+# no browser. Re-run only when the lock file changed since the last install.
+e2e=tests/ui/e2e
+if [ ! -f "$e2e/node_modules/.package-lock.json" ] || [ "$e2e/package-lock.json" -nt "$e2e/node_modules/.package-lock.json" ]; then
+  echo "volt setup: installing the browser-test packages (npm ci in $e2e)"
+  (cd "$e2e" && npm ci --no-audit --no-fund)
+else
+  echo "volt setup: browser-test packages in $e2e are up to date"
 fi
 
 [ "$build" -eq 1 ] || exit 0

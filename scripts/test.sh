@@ -36,6 +36,12 @@ consumer_check() {
 
 if ! consumer_check; then
   failed+=("outside-project check (tests/consumer)")
+elif [ -x build/tools/generator/volt-new ]; then
+  # volt new: every template rendered, built against the installed prefix and run by following its README.
+  echo "volt test: building and running every volt new template against $tmp/prefix"
+  if ! bash tests/generator/generated_projects.sh build/tools/generator/volt-new "$tmp/prefix"; then
+    failed+=("volt new templates (tests/generator/generated_projects.sh)")
+  fi
 fi
 
 if [ "${#failed[@]}" -gt 0 ]; then

@@ -42,6 +42,10 @@ constexpr const char* kUsage =
     "                     metrics, every tensor's dtype and shape, totals, optimizer state\n"
     "  launch [--nproc-per-node N --nnodes M --node-rank K --master-addr A --master-port P] -- PROGRAM ARGS\n"
     "                     start a program's ranks with torchrun's variables (volt launch --help)\n"
+    "  new NAME --template T [--OPTION VALUE ...]\n"
+    "                     write a training project on Volt from a template (volt new --help)\n"
+    "  ui [--port P] [--host H] [--open]\n"
+    "                     the generator as a web page on http://127.0.0.1:8765/ (volt ui --help)\n"
     "  help               this text\n";
 
 int cmd_info() {
@@ -324,6 +328,9 @@ int cmd_inspect(int argc, char** argv) {
 }
 }  // namespace
 
+int cmd_new(int argc, char** argv);  // tools/volt/new_command.cpp
+int cmd_ui(int argc, char** argv);   // tools/volt/ui_command.cpp
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::cerr << kUsage;
@@ -339,6 +346,8 @@ int main(int argc, char** argv) {
     if (cmd == "plan") return cmd_plan(argc - 1, argv + 1);
     if (cmd == "inspect") return cmd_inspect(argc - 1, argv + 1);
     if (cmd == "launch") return cmd_launch(argc - 1, argv + 1);
+    if (cmd == "new") return cmd_new(argc - 1, argv + 1);
+    if (cmd == "ui") return cmd_ui(argc - 1, argv + 1);
     if (cmd == "help" || cmd == "--help" || cmd == "-h") {
       std::cout << kUsage;
       return 0;

@@ -1,0 +1,210 @@
+// Rendering: every template's files, config.yaml and README commands across an option matrix, and the
+// notebook's metadata.
+#include <yaml-cpp/yaml.h>
+
+#include <gtest/gtest.h>
+
+#include "support/expect.h"
+#include "volt/generator/generator.h"
+
+namespace gen = volt::generator;
+using nlohmann::json;
+using volt::testing::contains;
+
+namespace {
+
+json base(json extra = json::object()) {
+  json o = {{"name", "app"}, {"template", "minimal"}};
+  o.update(extra);
+  return o;
+}
+
+YAML::Node config_of(const gen::Project& p) { return YAML::Load(p.files.at("config.yaml")); }
+
+}  // namespace
+
+TEST(GeneratorRender, EveryTemplateIsACompleteVoltProject) {
+  for (const auto& t : gen::templates()) {
+    const std::string id = t["id"];
+    const auto p = gen::render(base({{"template", id}}));
+    EXPECT_EQ(p.name, "app");
+    for (const char* f : {"CMakeLists.txt", "README.md", "config.yaml", "src/main.cpp"}) {
+      EXPECT_TRUE(p.files.count(f)) << id << " lacks " << f;
+    }
+    EXPECT_TRUE(contains(p.files.at("CMakeLists.txt"), "find_package(Volt REQUIRED)")) << id;
+    EXPECT_TRUE(contains(p.files.at("CMakeLists.txt"), "add_executable(app src/main.cpp)")) << id;
+    EXPECT_TRUE(contains(p.files.at("src/main.cpp"), "volt::cli::Cli")) << id;
+    EXPECT_FALSE(p.files.count("run.sbatch")) << id << ": one node and sbatch off";
+    for (const char* f : {"CMakeLists.txt", "README.md", "config.yaml"}) {  // the rendered ones; C++ is verbatim
+      EXPECT_FALSE(contains(p.files.at(f), "{{")) << id << "/" << f << " has an unrendered tag";
+    }
+    const auto cfg = config_of(p);
+    EXPECT_EQ(cfg["trainer"]["max_epochs"].as<int>(), 3) << id;
+    EXPECT_EQ(cfg["trainer"]["strategy"].as<std::string>(), "auto") << id;
+    EXPECT_EQ(cfg["trainer"]["devices"].as<std::string>(), "1") << id;
+    EXPECT_EQ(cfg["model"]["lr"].as<double>(), id == "gan" ? 0.0002 : 0.001) << id;
+    EXPECT_EQ(cfg["data"]["batch_size"].as<int>(), 64) << id;
+  }
+}
+
+TEST(GeneratorRender, RecordsTheGeneratorVersionAndTheRecreatingCommand) {
+  const json o = base({{"template", "language-model"}, {"max_epochs", 7}});
+  const auto p = gen::render(o);
+  const std::string cmd = gen::command_line(o);
+  EXPECT_EQ(cmd, "volt new app --template language-model --max-epochs 7");
+  for (const char* f : {"README.md", "config.yaml", "CMakeLists.txt"}) {
+    EXPECT_TRUE(contains(p.files.at(f), cmd)) << f;
+    EXPECT_TRUE(contains(p.files.at(f), gen::version())) << f;
+  }
+}
+
+TEST(GeneratorRender, TrainingOptionsGoToConfigNotCode) {
+  const auto a = gen::render(base({{"template", "image-classification"}}));
+  const auto b = gen::render(base({{"template", "image-classification"}, {"lr", 0.05}, {"max_epochs", 9},
+                                   {"optimizer", "sgd"}, {"batch_size", 16}, {"seed", 1}, {"precision", "bf16-mixed"},
+                                   {"early_stopping", true}, {"patience", 2}, {"logger", "none"}}));
+  EXPECT_EQ(a.files.at("src/main.cpp"), b.files.at("src/main.cpp"));
+  EXPECT_EQ(a.files.at("src/project_options.h"), b.files.at("src/project_options.h"));
+  const auto cfg = config_of(b);
+  EXPECT_EQ(cfg["model"]["lr"].as<double>(), 0.05);
+  EXPECT_EQ(cfg["model"]["optimizer"].as<std::string>(), "sgd");
+  EXPECT_EQ(cfg["trainer"]["max_epochs"].as<int>(), 9);
+  EXPECT_EQ(cfg["trainer"]["precision"].as<std::string>(), "bf16-mixed");
+  EXPECT_EQ(cfg["trainer"]["seed"].as<int>(), 1);
+  EXPECT_FALSE(cfg["trainer"]["logger"].as<bool>());
+  EXPECT_TRUE(cfg["early_stopping"]["enabled"].as<bool>());
+  EXPECT_EQ(cfg["early_stopping"]["patience"].as<int>(), 2);
+  EXPECT_EQ(cfg["data"]["batch_size"].as<int>(), 16);
+  EXPECT_EQ(cfg["data"]["dir"].as<std::string>(), "/usr/share/datasets/fashion-mnist");
+}
+
+TEST(GeneratorRender, CheckpointOptionsGoToConfig) {
+  const auto cfg = config_of(gen::render(base({{"save_best", false}, {"save_last", false},
+                                               {"every_n_train_steps", 100}, {"save_top_k", -1}})));
+  EXPECT_EQ(cfg["checkpoint"]["monitor"].as<std::string>(), "");
+  EXPECT_FALSE(cfg["checkpoint"]["save_last"].as<bool>());
+  EXPECT_EQ(cfg["checkpoint"]["every_n_train_steps"].as<int>(), 100);
+  EXPECT_EQ(cfg["checkpoint"]["save_top_k"].as<int>(), -1);
+  EXPECT_EQ(config_of(gen::render(base()))["checkpoint"]["monitor"].as<std::string>(), "val_loss");
+}
+
+// One row of the matrix: the options, and what config.yaml, the README and the notebook must say.
+struct MatrixRow {
+  json options;
+  std::string accelerator, strategy, devices;
+  int num_nodes;
+  std::vector<std::string> readme_has, readme_lacks;
+  std::string notebook_accelerator;  // "" = absent
+  bool sbatch;
+};
+
+TEST(GeneratorRender, OptionMatrixConfigReadmeAndNotebook) {
+  const std::string run = "./build/app --config config.yaml";
+  const std::string one = " --trainer.strategy auto --trainer.devices 1 --trainer.num_nodes 1";
+  const std::vector<MatrixRow> rows = {
+      {base(), "auto", "auto", "1", 1, {run + " --trainer.max_epochs 1"}, {"volt launch", "## Run with spawn",
+       "TPU VM", "sbatch"}, "", false},
+      {base({{"accelerator", "cpu"}, {"distributed", "launch"}, {"nproc_per_node", 2}}), "cpu", "ddp", "2", 1,
+       {"volt launch --nproc-per-node 2 -- " + run, run + one + " --trainer.max_epochs 1"},
+       {"--node-rank", "TPU VM"}, "", false},
+      {base({{"distributed", "launch"}, {"nproc_per_node", 4}, {"nnodes", 3}, {"master_addr", "10.0.0.1"},
+             {"master_port", 29600}, {"backend", "nccl"}}),
+       "gpu", "ddp", "4", 3,
+       {"--nnodes 3 --node-rank 0 --master-addr 10.0.0.1 --master-port 29600 -- " + run,
+        "--nnodes 3 --node-rank 1 --master-addr 10.0.0.1", "--nnodes 3 --node-rank 2 --master-addr 10.0.0.1",
+        "sbatch run.sbatch"},
+       {"--node-rank 3", "TPU VM"}, "GPU", true},
+      {base({{"distributed", "spawn"}, {"nproc_per_node", 3}}), "auto", "ddp_spawn", "3", 1,
+       {"## Run with spawn", "ddp_spawn"}, {"volt launch", "TPU VM"}, "", false},
+      {base({{"accelerator", "gpu"}}), "gpu", "auto", "1", 1, {run}, {"volt launch"}, "GPU", false},
+      {base({{"backend", "xla-tpu"}}), "tpu", "xla", "8", 1,
+       {"## Run on a TPU VM", "--accelerator-type v2-8", "PJRT_DEVICE=TPU " + run}, {"volt launch", "sbatch"}, "TPU",
+       false},
+      {base({{"backend", "xla-tpu"}, {"tpu_chips_per_host", 4}}), "tpu", "xla", "4", 1, {"--accelerator-type v4-8"},
+       {}, "TPU", false},
+      {base({{"sbatch", true}, {"distributed", "launch"}, {"nproc_per_node", 2}}), "auto", "ddp", "2", 1,
+       {"sbatch run.sbatch"}, {}, "", true},
+  };
+  for (const auto& r : rows) {
+    SCOPED_TRACE(r.options.dump());
+    const auto p = gen::render(r.options);
+    const auto cfg = config_of(p);
+    EXPECT_EQ(cfg["trainer"]["accelerator"].as<std::string>(), r.accelerator);
+    EXPECT_EQ(cfg["trainer"]["strategy"].as<std::string>(), r.strategy);
+    EXPECT_EQ(cfg["trainer"]["devices"].as<std::string>(), r.devices);
+    EXPECT_EQ(cfg["trainer"]["num_nodes"].as<int>(), r.num_nodes);
+    const std::string& readme = p.files.at("README.md");
+    for (const auto& s : r.readme_has) EXPECT_TRUE(contains(readme, s)) << "README lacks: " << s << "\n" << readme;
+    for (const auto& s : r.readme_lacks) EXPECT_FALSE(contains(readme, s)) << "README has: " << s;
+    EXPECT_EQ(p.files.count("run.sbatch"), r.sbatch ? 1u : 0u);
+    if (r.sbatch) {
+      const std::string& s = p.files.at("run.sbatch");
+      EXPECT_TRUE(contains(s, "#SBATCH --nodes=" + std::to_string(r.num_nodes)));
+      EXPECT_TRUE(contains(s, "#SBATCH --ntasks-per-node=" + r.devices));
+      EXPECT_EQ(contains(s, "--gpus-per-node"), r.notebook_accelerator == "GPU");
+    }
+    const json nb = json::parse(gen::notebook(p, r.options));
+    EXPECT_EQ(nb["nbformat"], 4);
+    if (r.notebook_accelerator.empty()) {
+      EXPECT_FALSE(nb["metadata"].contains("accelerator"));
+    } else {
+      EXPECT_EQ(nb["metadata"]["accelerator"], r.notebook_accelerator);
+    }
+  }
+}
+
+TEST(GeneratorNotebook, CarriesTheProjectAndTheChosenLaunch) {
+  const json o = base({{"distributed", "launch"}, {"nproc_per_node", 2}});
+  const auto p = gen::render(o);
+  const json nb = json::parse(gen::notebook(p, o));
+  std::string code;
+  for (const auto& cell : nb["cells"]) {
+    ASSERT_TRUE(cell["source"].is_array());
+    if (cell["cell_type"] == "code") {
+      EXPECT_TRUE(cell["outputs"].is_array());
+      for (const auto& line : cell["source"]) code += line.get<std::string>();
+    }
+  }
+  EXPECT_TRUE(contains(code, "volt launch --nproc-per-node 2 -- ./build/app --config config.yaml"));
+  EXPECT_TRUE(contains(code, "cmake --build build"));
+  EXPECT_TRUE(contains(code, "apt-get"));
+  // The files are embedded: the config text is there, JSON-escaped.
+  EXPECT_TRUE(contains(code, json(p.files.at("config.yaml")).dump()));
+  EXPECT_EQ(nb["metadata"]["volt"]["command"], gen::command_line(o));
+}
+
+TEST(GeneratorRender, TestsAreOptional) {
+  EXPECT_TRUE(contains(gen::render(base()).files.at("CMakeLists.txt"), "add_test("));
+  const auto p = gen::render(base({{"include_tests", false}}));
+  EXPECT_FALSE(contains(p.files.at("CMakeLists.txt"), "add_test("));
+  EXPECT_FALSE(contains(p.files.at("README.md"), "ctest"));
+}
+
+TEST(GeneratorRender, MinimalIsOneSourceFile) {
+  const auto p = gen::render(base());
+  std::vector<std::string> sources;
+  for (const auto& [path, content] : p.files) {
+    if (path.rfind("src/", 0) == 0) sources.push_back(path);
+  }
+  EXPECT_EQ(sources, std::vector<std::string>{"src/main.cpp"});
+  EXPECT_FALSE(contains(p.files.at("src/main.cpp"), "#include \"project_options.h\""));
+}
+
+TEST(GeneratorRender, ManyNodesGetACommandForEveryRank) {
+  const auto p = gen::render(base({{"distributed", "launch"}, {"nnodes", 6}, {"node_rank", 5},
+                                   {"master_addr", "node0.cluster"}, {"nproc_per_node", 2}}));
+  const std::string& readme = p.files.at("README.md");
+  EXPECT_TRUE(contains(readme, "--nnodes 6 --node-rank 3 --master-addr node0.cluster"));
+  EXPECT_TRUE(contains(readme, "--nnodes 6 --node-rank $NODE_RANK --master-addr node0.cluster"));
+  EXPECT_TRUE(contains(readme, "This machine was generated as node 5"));
+  EXPECT_TRUE(contains(p.files.at("run.sbatch"), "#SBATCH --nodes=6"));
+}
+
+TEST(GeneratorRender, RecordedCommandLeavesForcedOptionsOut) {
+  const json o = base({{"backend", "xla-tpu"}});
+  const auto p = gen::render(o);
+  const std::string cmd = "volt new app --template minimal --backend xla-tpu";
+  EXPECT_EQ(gen::command_line(o), cmd);
+  EXPECT_TRUE(contains(p.files.at("README.md"), cmd + "\n"));
+  EXPECT_EQ(json::parse(gen::notebook(p, o))["metadata"]["volt"]["command"], cmd);
+}

@@ -1,0 +1,218 @@
+// The JSON API of `volt ui` as a function of one request: status codes, messages, limits, and that every answer
+// is the generator library's own (the same files, problems and forced values as calling it directly).
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "volt/generator/generator.h"
+#include "volt/generator/web/api.h"
+
+namespace web = volt::generator::web;
+namespace gen = volt::generator;
+using nlohmann::json;
+
+namespace {
+
+web::Response post(const std::string& path, const std::string& body,
+                   const std::string& content_type = "application/json") {
+  return web::handle({"POST", path, content_type, body});
+}
+web::Response post(const std::string& path, const json& options) {
+  return post(path, options.dump());
+}
+web::Response get(const std::string& path) {
+  return web::handle({"GET", path, "", ""});
+}
+
+std::string header(const web::Response& r, const std::string& name) {
+  for (const auto& [k, v] : r.headers) {
+    if (k == name) return v;
+  }
+  return "";
+}
+
+json body_json(const web::Response& r) {
+  return json::parse(r.body);
+}
+
+std::string first_template() {
+  return gen::templates().at(0).at("id");
+}
+
+json problems_of(const gen::Validation& v) {
+  json out = json::array();
+  for (const auto& p : v.errors) out.push_back({{"option", p.option}, {"message", p.message}});
+  return out;
+}
+
+}  // namespace
+
+TEST(UiApi, ServesThePageAndItsAssetsWithAStrictContentPolicy) {
+  const auto page = get("/");
+  ASSERT_EQ(page.status, 200);
+  EXPECT_EQ(page.content_type, "text/html; charset=utf-8");
+  EXPECT_NE(page.body.find("<script src=\"/assets/app.js\""), std::string::npos);
+  EXPECT_NE(header(page, "Content-Security-Policy").find("default-src 'self'"), std::string::npos);
+  for (const char* asset : {"/assets/app.js", "/assets/highlight.js", "/assets/style.css"}) {
+    const auto r = get(asset);
+    EXPECT_EQ(r.status, 200) << asset;
+    EXPECT_GT(r.body.size(), 500u) << asset;
+  }
+  EXPECT_EQ(get("/assets/app.js").content_type, "text/javascript; charset=utf-8");
+  // Nothing outside the embedded files: no path walks out of them.
+  EXPECT_EQ(get("/assets/../CMakeLists.txt").status, 404);
+  EXPECT_EQ(get("/assets/missing.js").status, 404);
+}
+
+TEST(UiApi, SchemaIsTheGeneratorsSchemaAndTemplates) {
+  const auto r = get("/api/schema");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.content_type, "application/json");
+  const json body = body_json(r);
+  EXPECT_EQ(body["options"], gen::option_schema());
+  EXPECT_EQ(body["templates"], gen::templates());
+  EXPECT_EQ(body["version"], gen::version());
+}
+
+TEST(UiApi, RenderAnswersTheGeneratorsFilesAndCommand) {
+  const json options = {{"template", first_template()}, {"name", "demo"}, {"max_epochs", 7}};
+  const auto r = post("/api/render", options);
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json body = body_json(r);
+  const gen::Project project = gen::render(options);
+  EXPECT_EQ(body["name"], "demo");
+  EXPECT_EQ(body["files"], json(project.files));
+  EXPECT_EQ(body["command"], gen::command_line(options));
+  EXPECT_NE(body["command"].get<std::string>().find("--max-epochs 7"), std::string::npos);
+  EXPECT_EQ(body["options"]["max_epochs"], 7);
+}
+
+TEST(UiApi, XlaTpuForcesSpawnAndOneProcessPerChipWithReasons) {
+  const json options = {{"template", first_template()}, {"backend", "xla-tpu"}};
+  const auto r = post("/api/validate", options);
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json body = body_json(r);
+  EXPECT_EQ(body["options"]["distributed"], "spawn");
+  EXPECT_EQ(body["options"]["nproc_per_node"], 8);
+  EXPECT_EQ(body["options"]["accelerator"], "tpu");
+  std::map<std::string, std::string> forced;
+  for (const auto& f : body["forced"]) forced[f["option"]] = f["message"];
+  ASSERT_TRUE(forced.count("distributed")) << body.dump();
+  ASSERT_TRUE(forced.count("nproc_per_node")) << body.dump();
+  EXPECT_NE(forced["distributed"].find("backend=xla-tpu"), std::string::npos);
+  // Exactly what the library says, no rule of the server's own.
+  json expected_forced = json::array();
+  for (const auto& p : gen::validate(options).forced)
+    expected_forced.push_back({{"option", p.option}, {"message", p.message}});
+  EXPECT_EQ(body["forced"], expected_forced);
+}
+
+TEST(UiApi, UnknownFieldIs400NamingIt) {
+  const json options = {{"template", first_template()}, {"colour", "red"}};
+  for (const char* path : {"/api/validate", "/api/render", "/api/zip", "/api/notebook"}) {
+    const auto r = post(path, options);
+    ASSERT_EQ(r.status, 400) << path;
+    EXPECT_EQ(r.content_type, "application/json") << path;
+    const json body = body_json(r);
+    ASSERT_EQ(body["problems"].size(), 1u) << body.dump();
+    EXPECT_EQ(body["problems"][0]["option"], "colour");
+    EXPECT_NE(body["error"].get<std::string>().find("colour: unknown option"), std::string::npos) << body.dump();
+  }
+}
+
+TEST(UiApi, BadValuesAre400WithTheGeneratorsMessages) {
+  const json options = {{"template", first_template()}, {"backend", "mpi"}, {"batch_size", 0}, {"lr", "fast"}};
+  const auto r = post("/api/render", options);
+  ASSERT_EQ(r.status, 400);
+  const json body = body_json(r);
+  EXPECT_EQ(body["problems"], problems_of(gen::validate(options)));
+  std::set<std::string> keys;
+  for (const auto& p : body["problems"]) keys.insert(p["option"]);
+  EXPECT_EQ(keys, (std::set<std::string>{"backend", "batch_size", "lr"}));
+  EXPECT_NE(body["error"].get<std::string>().find("3 problems"), std::string::npos);
+}
+
+TEST(UiApi, ImpossibleCombinationIs400OnTheFieldThatWasSet) {
+  // The user asked for launch, xla-tpu needs spawn: an error on `distributed`, not a silent change.
+  const json options = {{"template", first_template()}, {"backend", "xla-tpu"}, {"distributed", "launch"}};
+  const auto r = post("/api/render", options);
+  ASSERT_EQ(r.status, 400);
+  const json body = body_json(r);
+  EXPECT_EQ(body["problems"], problems_of(gen::validate(options)));
+  ASSERT_FALSE(body["problems"].empty());
+  EXPECT_EQ(body["problems"][0]["option"], "distributed");
+}
+
+TEST(UiApi, MalformedBodiesAre400) {
+  auto error_of = [](const web::Response& r) { return json::parse(r.body)["error"].get<std::string>(); };
+  const auto not_json = post("/api/render", std::string("{\"template\": "));
+  EXPECT_EQ(not_json.status, 400);
+  EXPECT_NE(error_of(not_json).find("not valid JSON"), std::string::npos);
+  const auto array = post("/api/render", std::string("[1, 2]"));
+  EXPECT_EQ(array.status, 400);
+  EXPECT_NE(error_of(array).find("must be a JSON object"), std::string::npos);
+  EXPECT_NE(error_of(array).find("array"), std::string::npos);
+  const auto empty = post("/api/validate", std::string(""));
+  EXPECT_EQ(empty.status, 400);
+}
+
+TEST(UiApi, BodyOverTheLimitIs413) {
+  const std::string big = "{\"name\": \"" + std::string(web::kMaxBodyBytes, 'a') + "\"}";
+  const auto r = post("/api/render", big);
+  EXPECT_EQ(r.status, 413);
+  EXPECT_NE(json::parse(r.body)["error"].get<std::string>().find("the limit is 65536 bytes"), std::string::npos);
+  // Just under the limit is read (and then judged by the generator).
+  std::string under = "{\"name\": \"x\"}";
+  under.append(web::kMaxBodyBytes - under.size(), ' ');
+  EXPECT_EQ(post("/api/validate", under).status, 200);
+}
+
+TEST(UiApi, BodyThatIsNotJsonContentIs415) {
+  const auto r = post("/api/render", std::string("{}"), "text/plain");
+  EXPECT_EQ(r.status, 415);
+  EXPECT_NE(json::parse(r.body)["error"].get<std::string>().find("application/json"), std::string::npos);
+  EXPECT_EQ(post("/api/validate", std::string("{}"), "application/json; charset=utf-8").status, 200);
+}
+
+TEST(UiApi, UnknownPathsAre404AndWrongMethods405) {
+  const auto missing = get("/api/nothing");
+  EXPECT_EQ(missing.status, 404);
+  EXPECT_NE(json::parse(missing.body)["error"].get<std::string>().find("/api/render"), std::string::npos);
+  const auto get_render = get("/api/render");
+  EXPECT_EQ(get_render.status, 405);
+  EXPECT_EQ(header(get_render, "Allow"), "POST");
+  const auto post_schema = post("/api/schema", json::object());
+  EXPECT_EQ(post_schema.status, 405);
+  EXPECT_EQ(header(post_schema, "Allow"), "GET");
+  EXPECT_EQ(web::handle({"DELETE", "/", "", ""}).status, 405);
+}
+
+TEST(UiApi, ZipIsTheGeneratorsArchiveAsAnAttachment) {
+  const json options = {{"template", first_template()}, {"name", "zipped"}};
+  const auto r = post("/api/zip", options);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.content_type, "application/zip");
+  EXPECT_EQ(r.body.compare(0, 4, "PK\x03\x04"), 0);
+  EXPECT_EQ(r.body, gen::zip_archive(gen::render(options)));
+  EXPECT_EQ(header(r, "Content-Disposition"), "attachment; filename=\"zipped.zip\"");
+}
+
+TEST(UiApi, NotebookForXlaTpuHasTheTpuAccelerator) {
+  const json options = {{"template", first_template()}, {"name", "colab"}, {"backend", "xla-tpu"}};
+  const auto r = post("/api/notebook", options);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.content_type, "application/x-ipynb+json");
+  EXPECT_EQ(header(r, "Content-Disposition"), "attachment; filename=\"colab.ipynb\"");
+  const json nb = json::parse(r.body);
+  EXPECT_EQ(nb["nbformat"], 4);
+  EXPECT_EQ(nb["metadata"]["accelerator"], "TPU");
+  EXPECT_EQ(r.body, gen::notebook(gen::render(options), gen::validate(options).options));
+  // On CPU the notebook names no accelerator.
+  const auto cpu = post("/api/notebook", json{{"template", first_template()}, {"accelerator", "cpu"}});
+  ASSERT_EQ(cpu.status, 200);
+  EXPECT_FALSE(json::parse(cpu.body)["metadata"].contains("accelerator"));
+}

@@ -1,0 +1,339 @@
+// `volt ui` end to end: the volt binary serves the page; Debian's Chromium (headless, fresh profile) driven by
+// playwright-core uses it as a person would. Run by ctest (ui.e2e) with VOLT_BIN set, or by hand:
+//   VOLT_BIN=build/tools/volt/volt node --test tests/ui/e2e/ui.test.mjs
+// Artifacts (screenshot) go to $VOLT_UI_ARTIFACTS (default tests/ui/e2e/artifacts); VOLT_UI_SCREENSHOT=path
+// also writes the README's screenshot there.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import zlib from 'node:zlib';
+
+let chromium;
+try {
+  ({ chromium } = await import('playwright-core'));
+} catch (e) {
+  throw new Error('playwright-core is not installed: run `npm ci` in tests/ui/e2e (scripts/setup.sh does it)');
+}
+
+const kChromium = '/usr/bin/chromium';
+const kVolt = process.env.VOLT_BIN || path.resolve('../../../build/tools/volt/volt');
+const kArtifacts = process.env.VOLT_UI_ARTIFACTS || path.resolve('artifacts');
+const kFlags = ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
+                '--disable-component-update', '--disable-sync', '--disable-quic'];
+
+let server;        // the volt ui process
+let serverCwd;     // its working directory: must stay empty
+let openedUrl;     // file the fake xdg-open writes its argument to
+let baseUrl;
+let context;       // browser context with a fresh --user-data-dir
+let page;
+const foreignRequests = [];
+const downloadsDir = fs.mkdtempSync(path.join(os.tmpdir(), 'volt-ui-downloads-'));
+
+// Starts `volt ui --port 0 --open` in an empty directory, with an xdg-open that only records the URL.
+async function startServer() {
+  serverCwd = fs.mkdtempSync(path.join(os.tmpdir(), 'volt-ui-cwd-'));
+  const bin = fs.mkdtempSync(path.join(os.tmpdir(), 'volt-ui-bin-'));
+  openedUrl = path.join(bin, 'opened-url');
+  fs.writeFileSync(path.join(bin, 'xdg-open'), `#!/bin/sh\nprintf '%s' "$1" > '${openedUrl}'\n`, { mode: 0o755 });
+  server = spawn(kVolt, ['ui', '--port', '0', '--open'], {
+    cwd: serverCwd, env: { ...process.env, PATH: bin + ':' + process.env.PATH }, stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let log = '';
+  server.stderr.on('data', (d) => { log += d; });
+  baseUrl = await new Promise((resolve, reject) => {
+    let out = '';
+    const timer = setTimeout(() => reject(new Error('volt ui printed no URL in 10 s: ' + out + log)), 10000);
+    server.stdout.on('data', (d) => {
+      out += d;
+      const m = /serving the generator at (http:\/\/127\.0\.0\.1:\d+\/)/.exec(out);
+      if (m) { clearTimeout(timer); resolve(m[1]); }
+    });
+    server.on('exit', (code) => reject(new Error(`volt ui exited with ${code}: ${out}${log}`)));
+  });
+}
+
+before(async () => {
+  assert.ok(fs.existsSync(kVolt), `no volt binary at ${kVolt}; build it or set VOLT_BIN`);
+  assert.ok(fs.existsSync(kChromium), `${kChromium} is missing: apt-get install chromium (scripts/setup.sh)`);
+  fs.mkdirSync(kArtifacts, { recursive: true });
+  await startServer();
+  const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'volt-ui-profile-'));
+  // launchPersistentContext passes the fresh profile as --user-data-dir.
+  context = await chromium.launchPersistentContext(profile, {
+    executablePath: kChromium, headless: true, args: kFlags, acceptDownloads: true,
+    viewport: { width: 1400, height: 900 },
+  });
+  context.on('request', (r) => {
+    if (!r.url().startsWith(baseUrl) && !r.url().startsWith('blob:') && !r.url().startsWith('data:')) {
+      foreignRequests.push(r.url());
+    }
+  });
+  page = context.pages()[0] || await context.newPage();
+});
+
+after(async () => {
+  if (context) await context.close();
+  if (server && server.exitCode === null) server.kill('SIGKILL');
+});
+
+// Waits until the page has answered the last change.
+async function settled(p = page) {
+  await p.waitForFunction(() => document.body.dataset.ready === 'true' && document.body.dataset.busy !== 'true');
+}
+async function fieldState(p, key) {
+  return p.evaluate((k) => {
+    const row = document.querySelector(`.field[data-key="${k}"]`);
+    const input = row.querySelector('input, select');
+    return { value: input.type === 'checkbox' ? String(input.checked) : input.value, disabled: input.disabled,
+             hidden: row.hidden, hint: row.querySelector('.hint').textContent,
+             error: row.querySelector('.error').textContent };
+  }, key);
+}
+async function apiTemplates() {
+  const res = await fetch(baseUrl + 'api/schema');
+  return (await res.json()).templates;
+}
+
+// The names of a zip's entries and a reader of one entry, from its central directory.
+function readZip(buf) {
+  let eocd = buf.length - 22;
+  while (eocd >= 0 && buf.readUInt32LE(eocd) !== 0x06054b50) eocd--;
+  assert.ok(eocd >= 0, 'no end-of-central-directory record: not a zip');
+  const count = buf.readUInt16LE(eocd + 10);
+  let at = buf.readUInt32LE(eocd + 16);
+  const entries = {};
+  for (let i = 0; i < count; i++) {
+    assert.equal(buf.readUInt32LE(at), 0x02014b50, 'bad central directory entry');
+    const method = buf.readUInt16LE(at + 10);
+    const compressed = buf.readUInt32LE(at + 20);
+    const size = buf.readUInt32LE(at + 24);
+    const nameLen = buf.readUInt16LE(at + 28);
+    const extraLen = buf.readUInt16LE(at + 30);
+    const commentLen = buf.readUInt16LE(at + 32);
+    const local = buf.readUInt32LE(at + 42);
+    const name = buf.toString('utf8', at + 46, at + 46 + nameLen);
+    entries[name] = () => {
+      const start = local + 30 + buf.readUInt16LE(local + 26) + buf.readUInt16LE(local + 28);
+      const data = buf.subarray(start, start + compressed);
+      const raw = method === 8 ? zlib.inflateRawSync(data) : data;
+      assert.equal(raw.length, size, `${name}: size in the central directory`);
+      return raw.toString('utf8');
+    };
+    at += 46 + nameLen + extraLen + commentLen;
+  }
+  return entries;
+}
+
+test('volt ui --open hands the page URL to the browser', () => {
+  assert.equal(fs.readFileSync(openedUrl, 'utf8'), baseUrl);
+});
+
+test('picks a template and shows its files with a highlighted preview', async () => {
+  await page.goto(baseUrl);
+  await settled();
+  const templates = await apiTemplates();
+  assert.ok(templates.length >= 2, 'the generator offers at least two templates');
+  const current = await page.$eval('#templates input:checked', (i) => i.value);
+  const pick = templates.find((t) => t.id !== current);
+  await page.click(`label[for="template-${pick.id}"]`);
+  await settled();
+  assert.equal(new URL(page.url()).searchParams.get('template'), pick.id);
+  assert.ok(await page.isChecked(`#template-${pick.id}`));
+  // The tree lists exactly the generator's files for these options.
+  const expected = await (await fetch(baseUrl + 'api/render', {
+    method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ template: pick.id }),
+  })).json();
+  const shown = await page.$$eval('#tree button[data-path]', (bs) => bs.map((b) => b.dataset.path).sort());
+  assert.deepEqual(shown, Object.keys(expected.files).sort());
+  // Open the C++ source: its text is the file's, highlighted.
+  const cpp = shown.find((p) => p.endsWith('main.cpp'));
+  await page.click(`#tree button[data-path="${cpp}"]`);
+  assert.equal(await page.textContent('#preview-path'), `${expected.name}/${cpp}`);
+  const text = await page.$eval('#preview code', (c) => [...c.childNodes].map((n) =>
+    n.nodeType === 1 && n.classList.contains('ln') ? '' : n.textContent).join(''));
+  assert.equal(text, expected.files[cpp]);
+  assert.ok(await page.$('#preview .tok-keyword'), 'keywords are highlighted');
+  assert.ok(await page.$('#preview .tok-preproc'), '#include lines are highlighted');
+  assert.equal(await page.textContent('#command'), expected.command);
+});
+
+test('the preview follows the options as they are typed', async () => {
+  await page.click('#tab-Training');
+  await page.click('#tree button[data-path="config.yaml"]');
+  await page.fill('#opt-max_epochs', '12');
+  await settled();
+  assert.match(await page.textContent('#preview code'), /max_epochs: 12\b/);
+  assert.equal(new URL(page.url()).searchParams.get('max_epochs'), '12');
+  assert.match(await page.textContent('#command'), /--max-epochs 12/);
+  // A value out of range: the generator's message under the field, the typed value kept.
+  await page.fill('#opt-batch_size', '0');
+  await settled();
+  const batch = await fieldState(page, 'batch_size');
+  assert.equal(batch.value, '0');
+  assert.match(batch.error, /below the minimum 1/);
+  await page.fill('#opt-batch_size', '32');
+  await settled();
+  assert.equal((await fieldState(page, 'batch_size')).error, '');
+  assert.match(await page.textContent('#preview code'), /batch_size: 32\b/);
+});
+
+test('backend appears with distributed on; xla-tpu forces spawn and 8 processes, disabled with a reason', async () => {
+  await page.click('#tab-Training');
+  assert.equal(await page.isVisible('#opt-max_epochs'), true);
+  assert.equal(await page.isVisible('#opt-save_last'), false, 'one tab at a time');
+  assert.match(page.url(), /#tab=Training/);
+  assert.equal((await fieldState(page, 'backend')).hidden, true, 'no backend while distributed is off');
+  await page.selectOption('#opt-distributed', 'launch');
+  await settled();
+  const backend = await fieldState(page, 'backend');
+  assert.equal(backend.hidden, false);
+  assert.deepEqual(await page.$$eval('#opt-backend option', (o) => o.map((x) => x.value)), ['gloo', 'nccl', 'xla-tpu']);
+  await page.selectOption('#opt-backend', 'xla-tpu');
+  await settled();
+  const distributed = await fieldState(page, 'distributed');
+  assert.equal(distributed.value, 'spawn');
+  assert.equal(distributed.disabled, true);
+  assert.match(distributed.hint, /forced by backend=xla-tpu/);
+  const nproc = await fieldState(page, 'nproc_per_node');
+  assert.equal(nproc.value, '8');
+  assert.equal(nproc.disabled, true);
+  assert.match(nproc.hint, /one process per chip/);
+  assert.equal((await fieldState(page, 'accelerator')).value, 'tpu');
+  assert.equal((await fieldState(page, 'backend')).disabled, false, 'the choice itself stays editable');
+  // The command says only what was chosen: the forced values follow from --backend xla-tpu.
+  assert.match(await page.textContent('#command'), /--backend xla-tpu/);
+  assert.doesNotMatch(await page.textContent('#command'), /--nproc-per-node|--distributed/);
+  // The live preview follows: config.yaml now trains on 8 TPU processes.
+  await page.click('#tree button[data-path="config.yaml"]');
+  const config = await page.textContent('#preview code');
+  assert.match(config, /tpu/);
+});
+
+test('an impossible combination shows the generator message next to its field', async () => {
+  await page.selectOption('#opt-precision', '16-mixed');
+  await settled();
+  const precision = await fieldState(page, 'precision');
+  assert.match(precision.error, /16-mixed is impossible with backend=xla-tpu/);
+  assert.equal(await page.getAttribute('#opt-precision', 'aria-invalid'), 'true');
+  assert.equal(await page.isDisabled('#download-zip'), true, 'no download of an invalid project');
+  assert.equal(await page.isVisible('#stale'), true);
+  await page.selectOption('#opt-precision', 'bf16-mixed');
+  await settled();
+  assert.equal((await fieldState(page, 'precision')).error, '');
+  assert.equal(await page.isDisabled('#download-zip'), false);
+});
+
+test('downloads a Colab notebook whose accelerator is TPU', async () => {
+  const [download] = await Promise.all([page.waitForEvent('download'), page.click('#download-notebook')]);
+  assert.match(download.suggestedFilename(), /\.ipynb$/);
+  const file = path.join(downloadsDir, download.suggestedFilename());
+  await download.saveAs(file);
+  const nb = JSON.parse(fs.readFileSync(file, 'utf8'));
+  assert.equal(nb.nbformat, 4);
+  assert.equal(nb.metadata.accelerator, 'TPU');
+  assert.match(JSON.stringify(nb.cells), /xla|tpu|TPU/);
+});
+
+test('downloads a zip holding every previewed file', async () => {
+  const [download] = await Promise.all([page.waitForEvent('download'), page.click('#download-zip')]);
+  assert.match(download.suggestedFilename(), /\.zip$/);
+  const file = path.join(downloadsDir, download.suggestedFilename());
+  await download.saveAs(file);
+  const entries = readZip(fs.readFileSync(file));
+  const name = (await page.textContent('#preview-path')).split('/')[0];
+  const shown = await page.$$eval('#tree button[data-path]', (bs) => bs.map((b) => b.dataset.path));
+  for (const p of shown) assert.ok(`${name}/${p}` in entries, `zip lacks ${name}/${p}`);
+  for (const e of Object.keys(entries)) {
+    assert.ok(e.startsWith(name + '/') && !e.split('/').includes('..'), `bad entry ${e}`);
+  }
+  const config = entries[`${name}/config.yaml`]();
+  const previewed = await page.$eval('#preview code', (c) => [...c.childNodes].map((n) =>
+    n.nodeType === 1 && n.classList.contains('ln') ? '' : n.textContent).join(''));
+  assert.equal(config, previewed, 'the zip holds the previewed config.yaml');
+});
+
+test('copies the equivalent volt new command', async () => {
+  await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: baseUrl.slice(0, -1) });
+  await page.click('#copy-command');
+  await page.waitForFunction(() => document.querySelector('#copy-status').textContent === 'copied');
+  const copied = await page.evaluate(() => navigator.clipboard.readText());
+  assert.equal(copied, await page.textContent('#command'));
+  assert.match(copied, /^volt new \S+ --template \S+ .*--backend xla-tpu/);
+});
+
+test('the shared URL restores the same state in a new tab', async () => {
+  const url = page.url();
+  assert.match(url, /backend=xla-tpu/);
+  const keys = await page.$$eval('.field', (rows) => rows.map((r) => r.dataset.key));
+  const snapshot = async (p) => {
+    const out = { template: await p.$eval('#templates input:checked', (i) => i.value),
+                  tab: await p.$eval('#tabs [aria-selected="true"]', (b) => b.textContent),
+                  file: await p.textContent('#preview-path'), command: await p.textContent('#command') };
+    for (const k of keys) out[k] = await fieldState(p, k);
+    return out;
+  };
+  const before = await snapshot(page);
+  const other = await context.newPage();
+  await other.goto(url);
+  await settled(other);
+  assert.deepEqual(await snapshot(other), before);
+  await other.reload();
+  await settled(other);
+  assert.deepEqual(await snapshot(other), before);
+  await other.close();
+});
+
+test('a hand-edited link with an unknown option or a bad value shows the generator messages', async () => {
+  const other = await context.newPage();
+  await other.goto(baseUrl + '?template=minimal&colour=red&lr=fast');
+  await settled(other);
+  assert.match(await other.textContent('#banner'), /colour: unknown option/);
+  await other.click('#tab-Training');
+  const lr = await fieldState(other, 'lr');
+  assert.match(lr.error, /expects a number, got 'fast'/);
+  assert.equal(await other.isDisabled('#download-notebook'), true);
+  await other.close();
+});
+
+test('a screenshot of the page is saved as a test artifact', async () => {
+  const shot = path.join(kArtifacts, 'ui.png');
+  await page.evaluate(() => window.scrollTo(0, 0));
+  await page.screenshot({ path: shot });
+  assert.ok(fs.statSync(shot).size > 20000, 'the screenshot has content');
+  if (process.env.VOLT_UI_SCREENSHOT) fs.copyFileSync(shot, process.env.VOLT_UI_SCREENSHOT);
+});
+
+test('the page loaded nothing from elsewhere and the server wrote nothing', async () => {
+  assert.deepEqual(foreignRequests, []);
+  assert.deepEqual(fs.readdirSync(serverCwd), []);
+});
+
+test('volt ui stops cleanly on SIGTERM, while the browser still holds connections', async () => {
+  const start = Date.now();
+  const code = await new Promise((resolve) => { server.on('exit', resolve); server.kill('SIGTERM'); });
+  assert.equal(code, 0);
+  assert.ok(Date.now() - start < 3000, `stopping took ${Date.now() - start} ms`);
+});
+
+test('volt ui on another address than loopback warns, and rejects a bad port', async () => {
+  const other = spawn(kVolt, ['ui', '--host', '0.0.0.0', '--port', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let err = '';
+  other.stderr.on('data', (d) => { err += d; });
+  await new Promise((resolve, reject) => {
+    let out = '';
+    const timer = setTimeout(() => reject(new Error('no URL in 10 s: ' + out + err)), 10000);
+    other.stdout.on('data', (d) => { out += d; if (/serving the generator at http:\/\/0\.0\.0\.0:\d+\//.test(out)) { clearTimeout(timer); resolve(); } });
+  });
+  assert.match(err, /warning: listening on 0\.0\.0\.0, so every machine that can reach it can use this page/);
+  const code = await new Promise((resolve) => { other.on('exit', resolve); other.kill('SIGINT'); });
+  assert.equal(code, 0);
+  const bad = spawn(kVolt, ['ui', '--port', 'eighty'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let badErr = '';
+  bad.stderr.on('data', (d) => { badErr += d; });
+  assert.equal(await new Promise((resolve) => bad.on('exit', resolve)), 2);
+  assert.match(badErr, /--port expects a number from 0 to 65535, got 'eighty'/);
+});

@@ -1,0 +1,229 @@
+// `volt ui`'s HTTP server on a real socket: loopback by default, the body limit enforced before the body is read,
+// foreign Host names refused, clear errors for a taken port or a bad one, and nothing written to disk.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "volt/generator/generator.h"
+#include "volt/generator/web/server.h"
+
+namespace web = volt::generator::web;
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// A server on a free loopback port, serving on its own thread for the test's lifetime.
+class RunningServer {
+ public:
+  explicit RunningServer(web::ServerOptions options = {})
+      : server_([&] {
+          options.port = 0;
+          return options;
+        }()) {
+    port_ = server_.bind();
+    thread_ = std::thread([this] { server_.serve(); });
+  }
+  ~RunningServer() {
+    server_.stop();
+    thread_.join();
+  }
+  int port() const { return port_; }
+  httplib::Client client() const {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_connection_timeout(5);
+    c.set_read_timeout(10);
+    return c;
+  }
+
+ private:
+  web::Server server_;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+std::string first_template() {
+  return volt::generator::templates().at(0).at("id");
+}
+
+}  // namespace
+
+TEST(UiServer, ListensOnLoopbackByDefault) {
+  EXPECT_EQ(web::ServerOptions{}.host, "127.0.0.1");
+  EXPECT_TRUE(web::is_loopback_host("127.0.0.1"));
+  EXPECT_TRUE(web::is_loopback_host("localhost"));
+  EXPECT_TRUE(web::is_loopback_host("::1"));
+  EXPECT_FALSE(web::is_loopback_host("0.0.0.0"));
+  EXPECT_FALSE(web::is_loopback_host("192.168.1.5"));
+  RunningServer s;
+  auto c = s.client();
+  const auto page = c.Get("/");
+  ASSERT_TRUE(page) << httplib::to_string(page.error());
+  EXPECT_EQ(page->status, 200);
+  EXPECT_EQ(page->get_header_value("X-Content-Type-Options"), "nosniff");
+  const auto schema = c.Get("/api/schema");
+  ASSERT_TRUE(schema);
+  EXPECT_EQ(json::parse(schema->body)["options"], volt::generator::option_schema());
+}
+
+TEST(UiServer, RendersOverHttp) {
+  RunningServer s;
+  auto c = s.client();
+  const auto r = c.Post("/api/render", json{{"template", first_template()}}.dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_FALSE(json::parse(r->body)["files"].empty());
+  const auto bad = c.Post("/api/render", R"({"colour": 1})", "application/json");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_EQ(json::parse(bad->body)["problems"][0]["option"], "colour");
+}
+
+TEST(UiServer, BodyOverTheLimitIs413WithAMessage) {
+  web::ServerOptions options;
+  options.max_body_bytes = 4096;
+  RunningServer s(options);
+  auto c = s.client();
+  const auto r = c.Post("/api/render", std::string(10000, ' '), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 413);
+  EXPECT_NE(json::parse(r->body)["error"].get<std::string>().find("the limit is 4096 bytes"), std::string::npos)
+      << r->body;
+  // The server still answers afterwards.
+  auto c2 = s.client();
+  const auto ok = c2.Get("/api/schema");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+}
+
+TEST(UiServer, DeclaredOversizeBodyIsRefusedBeforeItIsSent) {
+  RunningServer s;
+  // Headers only, announcing 10 MB: the answer must come without the body.
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(s.port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  timeval timeout{3, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  const std::string head =
+      "POST /api/render HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+      "Content-Length: 10000000\r\n\r\n";
+  ASSERT_EQ(::send(fd, head.data(), head.size(), 0), static_cast<ssize_t>(head.size()));
+  // The answer may come in several pieces (headers, then body); the server closes the connection after it.
+  std::string answer;
+  char buf[4096];
+  for (ssize_t n; (n = ::recv(fd, buf, sizeof(buf), 0)) > 0;) answer.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  ASSERT_FALSE(answer.empty()) << "no answer within 3 s: the server waited for the body";
+  EXPECT_EQ(answer.rfind("HTTP/1.1 413", 0), 0u) << answer;
+  EXPECT_NE(answer.find("the limit is 65536 bytes"), std::string::npos) << answer;
+}
+
+TEST(UiServer, ChunkedBodyOverTheLimitIs413WithAMessage) {
+  web::ServerOptions options;
+  options.max_body_bytes = 4096;
+  RunningServer s(options);
+  auto c = s.client();
+  // Chunked, so without a Content-Length to refuse it by: read, then refused.
+  const std::string big(20000, ' ');
+  size_t sent = 0;
+  const auto r = c.Post(
+      "/api/render",
+      [&](size_t, httplib::DataSink& sink) {
+        if (sent >= big.size()) {
+          sink.done();
+          return true;
+        }
+        sink.write(big.data() + sent, 1000);
+        sent += 1000;
+        return true;
+      },
+      "application/json");
+  ASSERT_TRUE(r) << httplib::to_string(r.error());
+  EXPECT_EQ(r->status, 413);
+  EXPECT_NE(r->body.find("the limit is 4096 bytes"), std::string::npos) << r->body;
+}
+
+TEST(UiServer, RefusesForeignHostNamesOnLoopback) {
+  RunningServer s;
+  auto c = s.client();
+  const auto rebound = c.Get("/api/schema", httplib::Headers{{"Host", "attacker.example:8765"}});
+  ASSERT_TRUE(rebound);
+  EXPECT_EQ(rebound->status, 403);
+  EXPECT_NE(json::parse(rebound->body)["error"].get<std::string>().find("attacker.example"), std::string::npos);
+  const auto local = c.Get("/api/schema", httplib::Headers{{"Host", "localhost:" + std::to_string(s.port())}});
+  ASSERT_TRUE(local);
+  EXPECT_EQ(local->status, 200);
+}
+
+TEST(UiServer, TakenPortFailsWithAClearMessage) {
+  RunningServer s;
+  web::ServerOptions options;
+  options.port = s.port();
+  web::Server second(options);
+  try {
+    second.bind();
+    FAIL() << "binding a taken port succeeded";
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("127.0.0.1:" + std::to_string(s.port())), std::string::npos) << what;
+    EXPECT_NE(what.find("in use"), std::string::npos) << what;
+  }
+}
+
+TEST(UiServer, BadOptionsAreRejectedBeforeListening) {
+  web::ServerOptions options;
+  options.port = 70000;
+  EXPECT_THROW(web::Server{options}, std::invalid_argument);
+  options.port = 8765;
+  options.host = "";
+  EXPECT_THROW(web::Server{options}, std::invalid_argument);
+  options.host = "not-an-address.invalid";
+  web::Server unknown(options);
+  EXPECT_THROW(unknown.bind(), std::runtime_error);
+}
+
+TEST(UiServer, StopBeforeServeReturnsAtOnce) {
+  web::ServerOptions options;
+  options.port = 0;
+  web::Server server(options);
+  server.bind();
+  server.stop();
+  server.serve();  // would block forever if stop() had been lost
+  SUCCEED();
+}
+
+TEST(UiServer, NeverWritesToDisk) {
+  const fs::path dir = fs::temp_directory_path() / ("volt_ui_cwd_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const fs::path before = fs::current_path();
+  fs::current_path(dir);
+  {
+    RunningServer s;
+    auto c = s.client();
+    const std::string options = json{{"template", first_template()}, {"name", "nodisk"}}.dump();
+    for (const char* path : {"/api/validate", "/api/render", "/api/zip", "/api/notebook"}) {
+      const auto r = c.Post(path, options, "application/json");
+      ASSERT_TRUE(r) << path;
+      EXPECT_EQ(r->status, 200) << path;
+    }
+  }
+  fs::current_path(before);
+  EXPECT_TRUE(fs::is_empty(dir)) << "the server wrote into its working directory " << dir;
+  fs::remove_all(dir);
+}

@@ -1,0 +1,386 @@
+// The option schema, validation with the combination rules, and the command line that recreates a project.
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <sstream>
+
+#include "volt/generator/generator.h"
+#include "generator_internal.h"
+
+namespace volt::generator {
+
+namespace {
+
+using nlohmann::json;
+
+json option(const std::string& key, const std::string& label, const std::string& group, const std::string& type,
+            json default_value, const std::string& help) {
+  std::string flag = "--" + key;
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return json{{"key", key}, {"label", label}, {"group", group}, {"type", type}, {"default", std::move(default_value)},
+              {"help", help}, {"flag", flag}};
+}
+
+json with_choices(json o, json choices) {
+  o["choices"] = std::move(choices);
+  return o;
+}
+
+json with_range(json o, json min, json max) {
+  if (!min.is_null()) o["min"] = std::move(min);
+  if (!max.is_null()) o["max"] = std::move(max);
+  return o;
+}
+
+std::string join(const json& choices) {
+  std::string out;
+  for (const auto& c : choices) out += (out.empty() ? "" : ", ") + (c.is_string() ? c.get<std::string>() : c.dump());
+  return out;
+}
+
+std::string show(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+
+// Values from a command line or a web form arrive as text: read them as the schema's type.
+bool coerce(const json& spec, const json& given, json& out, std::string& why) {
+  const std::string type = spec["type"];
+  if (type == "string" || type == "enum") {
+    if (given.is_string()) {
+      out = given;
+    } else if (given.is_number_integer() && type == "enum") {
+      out = given.dump();
+    } else {
+      why = "expects text, got " + given.dump();
+      return false;
+    }
+    if (type == "enum") {
+      for (const auto& c : spec["choices"]) {
+        if (c == out) return true;
+      }
+      why = "'" + show(out) + "' is not one of: " + join(spec["choices"]);
+      return false;
+    }
+    return true;
+  }
+  if (type == "bool") {
+    if (given.is_boolean()) {
+      out = given;
+      return true;
+    }
+    if (given.is_string()) {
+      static const std::set<std::string> yes{"true", "1", "yes", "on"}, no{"false", "0", "no", "off"};
+      const std::string s = given;
+      if (yes.count(s)) out = true;
+      if (no.count(s)) out = false;
+      if (!out.is_null()) return true;
+    }
+    why = "expects true or false, got " + given.dump();
+    return false;
+  }
+  if (type == "int") {
+    if (given.is_number_integer()) {
+      out = given.get<int64_t>();
+    } else if (given.is_number_float() && std::floor(given.get<double>()) == given.get<double>()) {
+      out = static_cast<int64_t>(given.get<double>());
+    } else if (given.is_string()) {
+      const std::string s = given;
+      size_t used = 0;
+      try {
+        out = static_cast<int64_t>(std::stoll(s, &used));
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (s.empty() || used != s.size()) {
+        why = "expects an integer, got '" + s + "'";
+        return false;
+      }
+    } else {
+      why = "expects an integer, got " + given.dump();
+      return false;
+    }
+  } else {  // number
+    if (given.is_number()) {
+      out = given.get<double>();
+    } else if (given.is_string()) {
+      const std::string s = given;
+      size_t used = 0;
+      try {
+        out = std::stod(s, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (s.empty() || used != s.size() || !std::isfinite(out.get<double>())) {
+        why = "expects a number, got '" + s + "'";
+        return false;
+      }
+    } else {
+      why = "expects a number, got " + given.dump();
+      return false;
+    }
+  }
+  const double v = out.get<double>();
+  if (spec.contains("min") && v < spec["min"].get<double>()) {
+    why = show(out) + " is below the minimum " + spec["min"].dump();
+    return false;
+  }
+  if (spec.contains("max") && v > spec["max"].get<double>()) {
+    why = show(out) + " is above the maximum " + spec["max"].dump();
+    return false;
+  }
+  return true;
+}
+
+json template_defaults(const json& id) {
+  for (const auto& t : templates()) {
+    if (t["id"] == id) return template_meta(id).value("defaults", json::object());
+  }
+  return json::object();  // an unknown template is reported by the enum check
+}
+
+}  // namespace
+
+GeneratorError::GeneratorError(std::vector<Problem> problems)
+    : std::runtime_error([&] {
+        std::string text;
+        for (const auto& p : problems) text += (text.empty() ? "" : "\n") + p.option + ": " + p.message;
+        return text;
+      }()),
+      problems_(std::move(problems)) {}
+
+const std::vector<Problem>& GeneratorError::problems() const { return problems_; }
+
+std::string version() { return kGeneratorVersion; }
+
+json option_schema() {
+  json ids = json::array();
+  for (const auto& t : templates()) ids.push_back(t["id"]);
+  return json::array({
+      with_choices(option("template", "Template", "Project", "enum", "image-classification",
+                          "what the project trains (volt new --list-templates describes each)"),
+                   ids),
+      option("name", "Project name", "Project", "string", "volt_project",
+             "folder, CMake target and program name: a letter, then letters, digits, '_' or '-' (64 at most)"),
+      option("include_tests", "Include tests", "Project", "bool", true,
+             "a tests/ folder with a smoke test run by ctest (a few batches on CPU)"),
+      option("sbatch", "SLURM script", "Project", "bool", false,
+             "write run.sbatch even for one node (always written when nnodes > 1)"),
+      with_choices(option("accelerator", "Accelerator", "Training", "enum", "auto",
+                          "hardware to train on; auto picks a GPU when there is one"),
+                   {"auto", "cpu", "gpu", "tpu"}),
+      with_choices(option("distributed", "Distributed", "Training", "enum", "off",
+                          "off: one process; launch: `volt launch` starts the processes (one or several nodes); "
+                          "spawn: the program starts them itself on one machine"),
+                   {"off", "launch", "spawn"}),
+      with_choices(option("backend", "Backend", "Training", "enum", "gloo",
+                          "communication backend: gloo (CPU or GPU), nccl (GPU), xla-tpu (TPU: spawn, one process "
+                          "per chip)"),
+                   {"gloo", "nccl", "xla-tpu"}),
+      with_range(option("tpu_chips_per_host", "TPU chips per host", "Training", "int", 8,
+                        "8 on v2/v3/v5e-8/v6e-8 hosts, 4 on v4/v5p hosts; xla-tpu runs one process per chip"),
+                 4, 8),
+      with_range(option("nproc_per_node", "Processes per node", "Training", "int", 1,
+                        "processes (devices) per node with distributed launch or spawn"),
+                 1, 64),
+      with_range(option("nnodes", "Nodes", "Training", "int", 1, "machines taking part (launch only)"), 1, 1024),
+      with_range(option("node_rank", "Node rank", "Training", "int", 0,
+                        "rank of the machine the project is generated for (0: the master); the README marks its command"),
+                 0, 1023),
+      option("master_addr", "Master address", "Training", "string", "",
+             "address of node 0 that every node can reach; required when nnodes > 1"),
+      with_range(option("master_port", "Master port", "Training", "int", 29500, "free TCP port on node 0"), 1024,
+                 65535),
+      with_choices(option("precision", "Precision", "Training", "enum", "32-true",
+                          "numeric precision (Lightning's names); 16-mixed needs a GPU"),
+                   {"32-true", "16-mixed", "bf16-mixed", "64-true"}),
+      with_range(option("max_epochs", "Max epochs", "Training", "int", 3, "epochs to train"), 1, 100000),
+      with_range(option("batch_size", "Batch size", "Training", "int", 64, "training samples per batch per process"),
+                 1, 65536),
+      with_range(option("lr", "Learning rate", "Training", "number", 0.001, "optimizer learning rate"), 1e-8, 10.0),
+      with_choices(option("optimizer", "Optimizer", "Training", "enum", "adam", "adam, adamw or sgd (momentum 0.9)"),
+                   {"adam", "adamw", "sgd"}),
+      with_range(option("seed", "Seed", "Training", "int", 42, "seeds LibTorch and the data order"), 0,
+                 4294967295LL),
+      option("deterministic", "Deterministic", "Training", "bool", false, "deterministic algorithms only"),
+      option("save_best", "Save best", "Handlers", "bool", true,
+             "keep the best checkpoints by the validation metric (val_loss)"),
+      option("save_last", "Save last", "Handlers", "bool", true, "always keep last.ckpt, to resume from"),
+      with_range(option("every_n_train_steps", "Save every N steps", "Handlers", "int", 0,
+                        "also save every N optimizer steps; 0: once per epoch"),
+                 0, 100000000),
+      with_range(option("save_top_k", "Keep top k", "Handlers", "int", 1,
+                        "how many best checkpoints to keep (-1: all); above 1 needs save_best"),
+                 -1, 1000),
+      option("early_stopping", "Early stopping", "Handlers", "bool", false,
+             "stop when val_loss has not improved for `patience` validations"),
+      with_range(option("patience", "Patience", "Handlers", "int", 3, "validations without improvement"), 1, 1000),
+      with_choices(option("logger", "Logger", "Loggers", "enum", "csv",
+                          "csv: metrics.csv under lightning_logs/version_N; none: no logger"),
+                   {"csv", "none"}),
+  });
+}
+
+Validation validate(const json& input) {
+  Validation v;
+  const json schema = option_schema();
+  json given = json::object();  // the options the input set, read as their types
+  if (!input.is_object()) {
+    v.errors.push_back({"options", "expected an object of option: value, got " + input.dump()});
+    return v;
+  }
+  std::string known;
+  for (const auto& spec : schema) known += (known.empty() ? "" : ", ") + spec["key"].get<std::string>();
+  for (const auto& [key, value] : input.items()) {
+    const auto spec = std::find_if(schema.begin(), schema.end(), [&](const json& s) { return s["key"] == key; });
+    if (spec == schema.end()) {
+      v.errors.push_back({key, "unknown option; the options are: " + known});
+      continue;
+    }
+    if (value.is_null()) continue;
+    json out;
+    std::string why;
+    if (coerce(*spec, value, out, why)) {
+      given[key] = out;
+    } else {
+      v.errors.push_back({key, why});
+    }
+  }
+  for (const auto& spec : schema) {
+    const std::string key = spec["key"];
+    v.options[key] = given.contains(key) ? given[key] : spec["default"];
+  }
+  json& o = v.options;
+  // A template may choose other defaults (the GAN's learning rate); given values always win.
+  const json template_default = template_defaults(o["template"]);
+  for (const auto& [key, value] : template_default.items()) {
+    if (!given.contains(key)) o[key] = value;
+  }
+  const auto set = [&](const std::string& key) { return given.contains(key); };
+  // Fix `key` to `value` because of `cause`: an error when the user asked for something else.
+  const auto force = [&](const std::string& key, const json& value, const std::string& cause, const std::string& why) {
+    if (o[key] == value) {
+      if (!set(key)) v.forced.push_back({key, "forced by " + cause + ": " + why});
+      return;
+    }
+    if (set(key)) {
+      v.errors.push_back({key, show(o[key]) + " is impossible with " + cause + ": " + why});
+    } else {
+      o[key] = value;
+      v.forced.push_back({key, "forced by " + cause + ": " + why});
+    }
+  };
+
+  if (!validate_name(o["name"].get<std::string>(), v.errors)) o["name"] = spec_default(schema, "name");
+
+  // The accelerator and the backend decide each other.
+  const std::string acc = o["accelerator"];
+  if (!set("backend")) {
+    if (acc == "tpu") force("backend", "xla-tpu", "accelerator=tpu", "a TPU is driven through XLA");
+    if (acc == "gpu" && o["distributed"] != "off") {
+      force("backend", "nccl", "accelerator=gpu", "nccl is the GPU backend (pass --backend gloo to use gloo)");
+    }
+  }
+  const std::string backend = o["backend"];
+  if (backend == "xla-tpu") {
+    const std::string cause = "backend=xla-tpu";
+    force("accelerator", "tpu", cause, "XLA runs on TPU devices; allowed: accelerator tpu");
+    force("distributed", "spawn", cause, "XLA starts one process per TPU chip itself; allowed: distributed spawn");
+    const int64_t chips = o["tpu_chips_per_host"];
+    if (chips != 4 && chips != 8) {
+      v.errors.push_back({"tpu_chips_per_host", std::to_string(chips) + " is not a TPU host size; allowed: 8 "
+                                                                         "(v2, v3, v5e-8, v6e-8) or 4 (v4, v5p)"});
+    }
+    force("nproc_per_node", chips, cause + " with tpu_chips_per_host=" + std::to_string(chips),
+          "one process per chip; set tpu_chips_per_host=4 for v4/v5p hosts");
+    if (o["precision"] == "16-mixed") {
+      v.errors.push_back({"precision", "16-mixed is impossible with backend=xla-tpu: TPUs compute in bfloat16; "
+                                       "allowed: 32-true, bf16-mixed, 64-true"});
+    }
+    if (o["sbatch"] == true) {
+      v.errors.push_back({"sbatch", "true is impossible with backend=xla-tpu: a TPU VM runs the program itself, "
+                                    "without SLURM; allowed: false"});
+    }
+    if (o["nnodes"] != 1) {
+      v.errors.push_back({"nnodes", o["nnodes"].dump() + " is impossible with backend=xla-tpu: the generator "
+                                                         "writes single-host TPU VM projects; allowed: 1"});
+    }
+  } else {
+    if (o["accelerator"] == "tpu") {
+      v.errors.push_back({"accelerator", "tpu is impossible with backend=" + backend +
+                                             ": a TPU needs backend xla-tpu; allowed with " + backend + ": " +
+                                             (backend == "nccl" ? "gpu" : "auto, cpu, gpu")});
+    }
+    if (backend == "nccl") force("accelerator", "gpu", "backend=nccl", "NCCL runs on NVIDIA GPUs; allowed: gpu");
+  }
+  if (o["precision"] == "16-mixed" && o["accelerator"] == "cpu") {
+    v.errors.push_back({"precision", "16-mixed is impossible with accelerator=cpu: float16 autocast needs a GPU; "
+                                     "allowed on CPU: 32-true, bf16-mixed, 64-true"});
+  }
+
+  const std::string dist = o["distributed"];
+  if (dist == "off") {
+    if (o["nproc_per_node"] != 1) {
+      v.errors.push_back({"nproc_per_node", o["nproc_per_node"].dump() +
+                                                " processes need distributed=launch or spawn; with distributed=off "
+                                                "allowed: 1"});
+    }
+    if (o["nnodes"] != 1) {
+      v.errors.push_back({"nnodes", o["nnodes"].dump() + " nodes need distributed=launch; with distributed=off "
+                                                         "allowed: 1"});
+    }
+  }
+  if (dist == "spawn" && o["nnodes"] != 1 && backend != "xla-tpu") {
+    v.errors.push_back({"nnodes", o["nnodes"].dump() + " nodes are impossible with distributed=spawn: spawn starts "
+                                                       "processes on one machine; use distributed=launch"});
+  }
+  const int64_t nnodes = o["nnodes"];
+  if (o["node_rank"].get<int64_t>() >= nnodes) {
+    v.errors.push_back({"node_rank", o["node_rank"].dump() + " must be below nnodes=" + std::to_string(nnodes) +
+                                         "; allowed: 0 to " + std::to_string(nnodes - 1)});
+  }
+  const std::string addr = o["master_addr"];
+  if (nnodes > 1) {
+    if (addr.empty()) {
+      v.errors.push_back({"master_addr", "nnodes=" + std::to_string(nnodes) +
+                                             " needs the address of node 0 that every node can reach, e.g. "
+                                             "--master-addr 10.0.0.1 (and --master-port, default 29500)"});
+    } else if (addr == "localhost" || addr.rfind("127.", 0) == 0) {
+      v.errors.push_back({"master_addr", addr + " is this machine only; with nnodes=" + std::to_string(nnodes) +
+                                             " give node 0's address on the network, e.g. 10.0.0.1"});
+    }
+  }
+  if (!addr.empty() && addr.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:") !=
+                           std::string::npos) {
+    v.errors.push_back({"master_addr", "'" + addr + "' is not a host name or IP address (letters, digits, '.', "
+                                                    "'-', ':')"});
+  }
+
+  // Handlers.
+  const std::string tmpl = o["template"];
+  if (tmpl == "gan") {
+    force("save_best", false, "template=gan", "a GAN has no validation loss to rank checkpoints by");
+    force("early_stopping", false, "template=gan", "a GAN has no validation loss to stop on");
+  }
+  if (o["save_top_k"].get<int64_t>() > 1 && o["save_best"] == false) {
+    v.errors.push_back({"save_top_k", o["save_top_k"].dump() + " needs save_best=true: ranking checkpoints needs "
+                                                               "the validation metric; allowed without it: -1, 0, 1"});
+  }
+  return v;
+}
+
+std::string command_line(const json& options) {
+  const Validation v = validate(options);
+  std::set<std::string> forced;
+  for (const auto& p : v.forced) forced.insert(p.option);
+  std::string out = "volt new " + shell_quote(v.options["name"]) + " --template " +
+                    shell_quote(v.options["template"]);
+  for (const auto& spec : option_schema()) {
+    const std::string key = spec["key"];
+    if (key == "name" || key == "template" || forced.count(key)) continue;
+    const json& value = v.options[key];
+    const json defaults = template_defaults(v.options["template"]);
+    if (value == defaults.value(key, spec["default"])) continue;
+    out += " " + spec["flag"].get<std::string>() + " " + shell_quote(show(value));
+  }
+  return out;
+}
+
+}  // namespace volt::generator

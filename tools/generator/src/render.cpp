@@ -1,0 +1,241 @@
+// Rendering a template with validated options into a Project, and the Colab notebook.
+#include <algorithm>
+#include <sstream>
+
+#include <kainjow/mustache.hpp>
+
+#include "volt/generator/generator.h"
+#include "generator_internal.h"
+
+namespace volt::generator {
+
+namespace {
+
+using nlohmann::json;
+namespace mu = kainjow::mustache;
+
+const std::string kCommon = "_common";
+const std::string kSuffix = ".mustache";
+
+std::string file_text(const EmbeddedFile& f) { return std::string(f.content, f.size); }
+
+}  // namespace
+
+json template_meta(const std::string& id) {
+  for (const auto& f : embedded_files()) {
+    if (f.path == id + "/template.json") return json::parse(file_text(f));
+  }
+  throw GeneratorError(std::vector<Problem>{{"template", "'" + id + "' has no template.json in tools/generator/templates"}});
+}
+
+namespace {
+
+std::string show(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+
+std::string cpp_identifier(const std::string& name) {
+  std::string out = name;
+  std::replace(out.begin(), out.end(), '-', '_');
+  return out;
+}
+
+// Everything a template may use: every option as text, plus what the options imply for the Trainer
+// (strategy, devices) and for the README (which launch sections apply).
+mu::data context(const json& o, const json& meta, const std::string& command) {
+  mu::data d;
+  for (const auto& [key, value] : o.items()) d.set(key, show(value));
+  const std::string dist = o["distributed"], backend = o["backend"];
+  const bool xla = backend == "xla-tpu";
+  const int64_t nnodes = o["nnodes"], nproc = o["nproc_per_node"];
+  d.set("identifier", cpp_identifier(o["name"]));
+  d.set("generator_version", std::string(kGeneratorVersion));
+  d.set("command", command);
+  d.set("title", meta["title"].get<std::string>());
+  d.set("description", meta["description"].get<std::string>());
+  d.set("trainer_accelerator", o["accelerator"].get<std::string>());
+  d.set("trainer_devices", dist == "off" ? std::string("1") : std::to_string(nproc));
+  d.set("trainer_strategy", xla ? "xla" : dist == "launch" ? "ddp" : dist == "spawn" ? "ddp_spawn" : "auto");
+  d.set("trainer_logger", std::string(o["logger"] == "csv" ? "true" : "false"));
+  d.set("monitor", std::string(o["save_best"] == true ? "val_loss" : ""));
+  d.set("dist_off", dist == "off");
+  d.set("dist_launch", dist == "launch");
+  d.set("dist_spawn", dist == "spawn" && !xla);
+  d.set("distributed_run", dist != "off");
+  d.set("xla", xla);
+  d.set("gpu", o["accelerator"] == "gpu" || backend == "nccl");
+  d.set("multi_node", nnodes > 1);
+  d.set("sbatch_file", nnodes > 1 || o["sbatch"] == true);
+  d.set("include_tests", o["include_tests"] == true);
+  d.set("other_node_ranks", [&] {
+    mu::data list{mu::data::type::list};
+    for (int64_t r = 1; r < nnodes && r < 4; ++r) list.push_back(mu::data("rank", std::to_string(r)));
+    return list;
+  }());
+  d.set("tpu_accelerator_type", std::string(o["tpu_chips_per_host"] == 4 ? "v4-8" : "v2-8"));
+  d.set("last_node_rank", std::to_string(nnodes - 1));
+  d.set("more_node_ranks", nnodes > 4);
+  d.set("this_node", o["node_rank"].get<int64_t>() > 0);
+  // A one-process run of a distributed config: the same config with these overrides.
+  d.set("one_process_flags", std::string(dist == "off" ? ""
+                                                       : " --trainer.strategy auto --trainer.devices 1 "
+                                                         "--trainer.num_nodes 1"));
+  mu::data data_list{mu::data::type::list};
+  const json data_options = meta.value("data", json::object());
+  for (const auto& [key, value] : data_options.items()) {
+    mu::data entry;
+    entry.set("key", key);
+    entry.set("value", show(value));
+    data_list.push_back(entry);
+  }
+  d.set("data", data_list);
+  d.set("data_package", meta.value("data_package", std::string()));
+  d.set("has_data_package", !meta.value("data_package", std::string()).empty());
+  return d;
+}
+
+std::string render_text(const std::string& path, const std::string& text, const mu::data& d) {
+  mu::mustache tmpl{text};
+  tmpl.set_custom_escape([](const std::string& s) { return s; });
+  if (!tmpl.is_valid()) throw GeneratorError(std::vector<Problem>{{"template", path + ": " + tmpl.error_message()}});
+  std::string out = tmpl.render(d);
+  if (!tmpl.is_valid()) throw GeneratorError(std::vector<Problem>{{"template", path + ": " + tmpl.error_message()}});
+  return out;
+}
+
+bool wanted(const std::string& rel, const json& o, const json& meta) {
+  if (rel == "template.json") return false;
+  for (const auto& excluded : meta.value("exclude", json::array())) {
+    if (excluded == rel) return false;
+  }
+  if (rel.rfind("tests/", 0) == 0 && o["include_tests"] != true) return false;
+  if (rel == "run.sbatch" && o["nnodes"] == 1 && o["sbatch"] != true) return false;
+  return true;
+}
+
+}  // namespace
+
+json templates() {
+  json out = json::array();
+  for (const auto& f : embedded_files()) {
+    const std::string path = f.path;
+    const auto slash = path.find('/');
+    if (path.compare(slash + 1, std::string::npos, "template.json") != 0) continue;
+    const json meta = json::parse(file_text(f));
+    out.push_back({{"id", path.substr(0, slash)}, {"title", meta["title"]}, {"description", meta["description"]}});
+  }
+  return out;
+}
+
+Project render(const json& options) {
+  const Validation v = validate(options);
+  if (!v.errors.empty()) throw GeneratorError(v.errors);
+  const json& o = v.options;
+  const std::string id = o["template"];
+  const json meta = template_meta(id);
+  const mu::data d = context(o, meta, command_line(options));
+  Project project;
+  project.name = o["name"];
+  // Common files first; the template's own files of the same path replace them.
+  for (const std::string& dir : {kCommon, id}) {
+    for (const auto& f : embedded_files()) {
+      const std::string path = f.path;
+      if (path.rfind(dir + "/", 0) != 0) continue;
+      std::string rel = path.substr(dir.size() + 1);
+      const bool is_template = rel.size() > kSuffix.size() &&
+                               rel.compare(rel.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0;
+      if (is_template) rel.resize(rel.size() - kSuffix.size());
+      if (!wanted(rel, o, meta)) continue;
+      project.files[rel] = is_template ? render_text(path, file_text(f), d) : file_text(f);
+    }
+  }
+  return project;
+}
+
+std::string notebook(const Project& project, const json& options) {
+  const Validation v = validate(options);
+  if (!v.errors.empty()) throw GeneratorError(v.errors);
+  const json& o = v.options;
+  const json meta = template_meta(o["template"]);
+  const std::string name = project.name;
+  auto lines = [](const std::string& text) {
+    json src = json::array();
+    std::istringstream in(text);
+    std::string line;
+    std::vector<std::string> all;
+    while (std::getline(in, line)) all.push_back(line);
+    for (size_t i = 0; i < all.size(); ++i) src.push_back(all[i] + (i + 1 < all.size() ? "\n" : ""));
+    return src;
+  };
+  auto markdown = [&](const std::string& text) {
+    return json{{"cell_type", "markdown"}, {"metadata", json::object()}, {"source", lines(text)}};
+  };
+  auto code = [&](const std::string& text) {
+    return json{{"cell_type", "code"}, {"metadata", json::object()}, {"execution_count", nullptr},
+                {"outputs", json::array()}, {"source", lines(text)}};
+  };
+  const std::string dist = o["distributed"], backend = o["backend"];
+  const bool xla = backend == "xla-tpu", gpu = o["accelerator"] == "gpu" || backend == "nccl";
+  const int64_t nproc = o["nproc_per_node"];
+
+  json cells = json::array();
+  cells.push_back(markdown("# " + name + ": " + meta["title"].get<std::string>() + "\n\n" +
+                           meta["description"].get<std::string>() + "\n\nGenerated by volt new " +
+                           kGeneratorVersion + ":\n\n    " + command_line(options) + "\n\n" +
+                           (xla ? "Runtime: TPU (Runtime > Change runtime type > TPU)."
+                                : gpu ? "Runtime: GPU (Runtime > Change runtime type > GPU)." : "Runtime: CPU.")));
+  std::string packages = "cmake ninja-build g++ libyaml-cpp-dev nlohmann-json3-dev zlib1g-dev";
+  if (!meta.value("data_package", std::string()).empty()) packages += " " + meta["data_package"].get<std::string>();
+  cells.push_back(markdown("## 1. Install the build tools, the data and Volt\n\nLibTorch comes from the PyTorch that "
+                           "Colab already has. Volt is built from its sources: set `VOLT_SRC` to a Volt source "
+                           "folder or git URL (upload a zip of it and unpack it, or clone it)."));
+  cells.push_back(code("!apt-get -qq update && apt-get -qq install -y " + packages +
+                       "\nimport os, subprocess, torch\nos.environ['TORCH_PREFIX'] = torch.utils.cmake_prefix_path\n"
+                       "VOLT_SRC = os.environ.get('VOLT_SRC', '/content/volt')\n"
+                       "if not os.path.isdir(VOLT_SRC):\n"
+                       "    raise SystemExit('Put the Volt sources in ' + VOLT_SRC + ' (upload and unzip, or git clone)')\n"
+                       "!cmake -S {VOLT_SRC} -B /content/volt-build -G Ninja -DCMAKE_BUILD_TYPE=Release "
+                       "-DVOLT_BUILD_TESTS=OFF -DVOLT_BUILD_BENCH=OFF -DVOLT_BUILD_EXAMPLES=OFF "
+                       "-DCMAKE_PREFIX_PATH=$TORCH_PREFIX\n"
+                       "!cmake --build /content/volt-build -j4 && cmake --install /content/volt-build --prefix "
+                       "/content/volt-prefix" +
+                       std::string(xla ? "\n!python3 -c 'import torch_xla; print(\"torch_xla\", torch_xla.__version__)'"
+                                       : "")));
+  // The project itself, file by file, so that the notebook needs nothing else.
+  std::string writer = "import os\nfiles = " + json(project.files).dump() +
+                       "\nfor path, text in files.items():\n"
+                       "    full = os.path.join('/content/" + name + "', path)\n"
+                       "    os.makedirs(os.path.dirname(full), exist_ok=True)\n"
+                       "    with open(full, 'w') as f:\n        f.write(text)\nprint(len(files), 'files written')";
+  cells.push_back(markdown("## 2. The project's files"));
+  cells.push_back(code(writer));
+  cells.push_back(markdown("## 3. Build"));
+  cells.push_back(code("%cd /content/" + name +
+                       "\n!cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "
+                       "-DCMAKE_PREFIX_PATH=\"/content/volt-prefix;$TORCH_PREFIX\"\n!cmake --build build -j4"));
+  std::string run;
+  if (dist == "launch") {
+    run = "!/content/volt-prefix/bin/volt launch --nproc-per-node " + std::to_string(nproc) + " -- ./build/" + name +
+          " --config config.yaml";
+  } else {
+    run = "!./build/" + name + " --config config.yaml";
+  }
+  cells.push_back(markdown(std::string("## 4. Train\n\n") +
+                           (xla ? "Spawns one process per TPU chip (" + std::to_string(nproc) + ")."
+                                : dist == "spawn" ? "The program spawns " + std::to_string(nproc) + " processes."
+                                : dist == "launch" ? "`volt launch` starts " + std::to_string(nproc) + " processes."
+                                                   : "One process.")));
+  cells.push_back(code(run));
+
+  json metadata = {{"kernelspec", {{"name", "python3"}, {"display_name", "Python 3"}, {"language", "python"}}},
+                   {"language_info", {{"name", "python"}}},
+                   {"colab", {{"provenance", json::array()}, {"name", name + ".ipynb"}}},
+                   {"volt", {{"generator_version", kGeneratorVersion}, {"command", command_line(options)}}}};
+  if (xla) {
+    metadata["accelerator"] = "TPU";
+  } else if (gpu) {
+    metadata["accelerator"] = "GPU";
+    metadata["colab"]["gpuType"] = "T4";
+  }
+  return json{{"nbformat", 4}, {"nbformat_minor", 4}, {"metadata", metadata}, {"cells", cells}}.dump(1) + "\n";
+}
+
+}  // namespace volt::generator

@@ -1,0 +1,204 @@
+// A character-level language model with Volt: a small causal transformer over the bytes of a plain
+// text file, trained to predict the next byte; after training it samples text from a prompt.
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <sstream>
+
+#include <ATen/ops/arange.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/cross_entropy_loss.h>
+#include <ATen/ops/from_blob.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/multinomial.h>
+#include <ATen/ops/softmax.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+#include <torch/nn/modules/transformercoder.h>
+#include <torch/nn/modules/transformerlayer.h>
+#include <torch/utils.h>
+
+#include "project_options.h"
+
+namespace {
+
+constexpr int64_t kVocab = 256;  // bytes: no vocabulary file needed, any text works
+
+class CharTransformer : public volt::Module {
+ public:
+  CharTransformer(int64_t context, int64_t dim, int64_t heads, int64_t layers, double lr, std::string optimizer)
+      : context_(context), lr_(lr), optimizer_(std::move(optimizer)) {
+    tokens_ = register_module("tokens", torch::nn::Embedding(kVocab, dim));
+    positions_ = register_module("positions", torch::nn::Embedding(context, dim));
+    auto layer = torch::nn::TransformerEncoderLayer(
+        torch::nn::TransformerEncoderLayerOptions(dim, heads).dim_feedforward(4 * dim).dropout(0.1));
+    encoder_ = register_module("encoder", torch::nn::TransformerEncoder(torch::nn::TransformerEncoderOptions(layer,
+                                                                                                           layers)));
+    norm_ = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim})));
+    head_ = register_module("head", torch::nn::Linear(dim, kVocab));
+  }
+
+  /// x: [batch, time] byte ids -> logits [batch, time, 256]; position t sees positions <= t only.
+  at::Tensor forward(const at::Tensor& x) {
+    const int64_t t = x.size(1);
+    auto h = tokens_->forward(x) + positions_->forward(at::arange(t, x.options()));
+    auto mask = at::full({t, t}, -std::numeric_limits<float>::infinity(), h.options()).triu(1);
+    h = encoder_->forward(h.transpose(0, 1), mask).transpose(0, 1);  // the encoder wants [time, batch, dim]
+    return head_->forward(norm_->forward(h));
+  }
+
+  at::Tensor training_step(volt::Batch& batch, volt::StepContext& ctx) override {
+    auto loss = loss_of(batch);
+    ctx.log("train_loss", loss, {.prog_bar = true});
+    return loss;
+  }
+
+  void validation_step(volt::Batch& batch, volt::StepContext& ctx) override {
+    ctx.log("val_loss", loss_of(batch), {.prog_bar = true});
+  }
+
+  volt::OptimizerConfig configure_optimizers() override {
+    return project::make_optimizer(optimizer_, parameters(), lr_);
+  }
+
+  /// Continues `prompt` by `length` bytes, drawing each from the softmax at `temperature` over the
+  /// bytes in `allowed` (a [256] bool mask: the bytes of the training text).
+  std::string sample(const std::string& prompt, int64_t length, double temperature, const at::Tensor& allowed) {
+    torch::NoGradGuard no_grad;
+    eval();
+    std::vector<int64_t> ids;
+    for (const unsigned char c : prompt) ids.push_back(c);
+    if (ids.empty()) ids.push_back('\n');
+    const auto device = parameters().front().device();
+    for (int64_t i = 0; i < length; ++i) {
+      const int64_t start = std::max<int64_t>(0, static_cast<int64_t>(ids.size()) - context_);
+      std::vector<int64_t> window(ids.begin() + start, ids.end());
+      auto x = at::from_blob(window.data(), {1, static_cast<int64_t>(window.size())}, at::kLong).to(device);
+      auto logits = forward(x).select(1, x.size(1) - 1).squeeze(0).to(at::kFloat).cpu();
+      logits.masked_fill_(allowed.logical_not(), -std::numeric_limits<float>::infinity());
+      auto probs = at::softmax(logits / temperature, 0);
+      ids.push_back(at::multinomial(probs, 1).item<int64_t>());
+    }
+    train();
+    return std::string(ids.begin(), ids.end());
+  }
+
+ private:
+  at::Tensor loss_of(volt::Batch& batch) {
+    const auto& seq = batch[0];  // [batch, context + 1]
+    auto logits = forward(seq.narrow(1, 0, seq.size(1) - 1));
+    return at::cross_entropy_loss(logits.reshape({-1, kVocab}), seq.narrow(1, 1, seq.size(1) - 1).reshape({-1}));
+  }
+
+  int64_t context_;
+  double lr_;
+  std::string optimizer_;
+  torch::nn::Embedding tokens_{nullptr}, positions_{nullptr};
+  torch::nn::TransformerEncoder encoder_{nullptr};
+  torch::nn::LayerNorm norm_{nullptr};
+  torch::nn::Linear head_{nullptr};
+};
+
+/// The file's bytes cut into windows of context + 1; the last val_fraction of them for validation.
+class TextFileData : public volt::data::DataModule {
+ public:
+  TextFileData(std::string file, int64_t context, double val_fraction, int64_t batch_size, uint64_t seed)
+      : file_(std::move(file)), context_(context), val_fraction_(val_fraction), batch_size_(batch_size),
+        seed_(seed) {}
+
+  void setup(volt::Stage) override {
+    if (train_) return;
+    std::ifstream in(file_, std::ios::binary);
+    if (!in) {
+      throw volt::ConfigError("data.file='" + file_ + "' cannot be read; give a plain text file (on Debian, "
+                              "`apt-get install fortunes` provides /usr/share/games/fortunes/*).");
+    }
+    std::stringstream buf;
+    buf << in.rdbuf();
+    const std::string text = buf.str();
+    const int64_t windows = static_cast<int64_t>(text.size()) / (context_ + 1);
+    if (windows < 4) {
+      throw volt::ConfigError("data.file='" + file_ + "' has " + std::to_string(text.size()) + " bytes: too few "
+                              "for 4 windows of data.context+1=" + std::to_string(context_ + 1) + " bytes.");
+    }
+    std::vector<int64_t> ids(text.begin(), text.begin() + windows * (context_ + 1));
+    for (auto& id : ids) id &= 0xff;
+    std::vector<uint8_t> seen(kVocab, 0);
+    for (const unsigned char c : text) seen[c] = 1;
+    seen_ = at::from_blob(seen.data(), {kVocab}, at::kByte).to(at::kBool);
+    auto all = at::from_blob(ids.data(), {windows, context_ + 1}, at::kLong).clone();
+    const int64_t val = std::max<int64_t>(1, static_cast<int64_t>(windows * val_fraction_));
+    train_ = std::make_shared<volt::data::TensorDataset>(std::vector<at::Tensor>{all.narrow(0, 0, windows - val)});
+    val_ = std::make_shared<volt::data::TensorDataset>(std::vector<at::Tensor>{all.narrow(0, windows - val, val)});
+    std::cout << text.size() << " bytes of " << file_ << ": " << windows - val << " train and " << val
+              << " val windows of " << context_ + 1 << "\n";
+  }
+
+  std::shared_ptr<volt::data::DataLoader> train_dataloader() override { return loader(train_, true); }
+  std::shared_ptr<volt::data::DataLoader> val_dataloader() override { return loader(val_, false); }
+  /// [256] bool: which bytes occur in the text (after setup).
+  const at::Tensor& seen_bytes() const { return seen_; }
+
+ private:
+  std::shared_ptr<volt::data::DataLoader> loader(std::shared_ptr<const volt::data::Dataset> ds, bool train) const {
+    volt::data::DataLoaderOptions o;
+    o.batch_size = batch_size_;
+    o.shuffle = train;
+    o.seed = seed_;
+    return std::make_shared<volt::data::DataLoader>(std::move(ds), o);
+  }
+
+  at::Tensor seen_;
+  std::string file_;
+  int64_t context_;
+  double val_fraction_;
+  int64_t batch_size_;
+  uint64_t seed_;
+  std::shared_ptr<const volt::data::Dataset> train_, val_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string name = project::program_name(argv[0]);
+  try {
+    volt::cli::Cli cli(name, "A character-level transformer language model with Volt.");
+    project::add_common_options(cli);
+    cli.add_option("data.file", "/usr/share/games/fortunes/literature", "plain text file to learn from")
+        .add_option("data.context", int64_t{64}, "bytes the model sees")
+        .add_option("data.val_fraction", 0.1, "share of the windows held out for validation")
+        .add_option("model.dim", int64_t{128}, "embedding width")
+        .add_option("model.heads", int64_t{4}, "attention heads (must divide model.dim)")
+        .add_option("model.layers", int64_t{2}, "transformer layers")
+        .add_option("sample.prompt", "The ", "text that sampling continues")
+        .add_option("sample.length", int64_t{200}, "bytes to sample after training; 0: none")
+        .add_option("sample.temperature", 0.8, "softmax temperature for sampling");
+    if (!cli.parse(argc, argv)) return 0;
+    if (cli.get_int("model.dim") % cli.get_int("model.heads") != 0) {
+      throw volt::ConfigError("model.heads=" + std::to_string(cli.get_int("model.heads")) + " must divide model.dim=" +
+                              std::to_string(cli.get_int("model.dim")) + ".");
+    }
+    volt::TrainerOptions options = cli.trainer_options();
+    auto callbacks = project::make_callbacks(cli, options);
+    volt::Trainer trainer(options, callbacks);
+    std::cout << trainer.plan().describe();
+    CharTransformer model(cli.get_int("data.context"), cli.get_int("model.dim"), cli.get_int("model.heads"),
+                          cli.get_int("model.layers"), cli.get_double("model.lr"), cli.get_string("model.optimizer"));
+    TextFileData data(cli.get_string("data.file"), cli.get_int("data.context"), cli.get_double("data.val_fraction"),
+                      cli.get_int("data.batch_size"), options.seed.value_or(0));
+    trainer.fit(model, data, cli.get_string("fit.ckpt_path"));
+    if (trainer.state().interrupted_by != 0) return 128 + trainer.state().interrupted_by;
+    if (cli.get_int("sample.length") > 0) {
+      std::cout << "\nsample:\n"
+                << model.sample(cli.get_string("sample.prompt"), cli.get_int("sample.length"),
+                                cli.get_double("sample.temperature"), data.seen_bytes())
+                << "\n";
+    }
+    return 0;
+  } catch (const volt::Error& e) {
+    std::cerr << name << ": " << e.what() << "\n";
+    return 2;
+  }
+}

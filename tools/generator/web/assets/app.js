@@ -1,0 +1,305 @@
+// The generator page: builds its form from GET /api/schema, and on every change asks POST /api/render for the
+// files. Every rule (defaults, forced values, impossible combinations) is the generator's: the page only shows
+// what the server answers. State: the options the user chose, in the query string; the open tab and file in the
+// hash, so that a link restores the page.
+'use strict';
+(function () {
+  const $ = (sel) => document.querySelector(sel);
+  const el = (tag, attrs = {}, ...children) => {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs)) {
+      if (k === 'text') e.textContent = v; else if (v !== undefined && v !== null) e.setAttribute(k, v);
+    }
+    for (const c of children) e.append(c);
+    return e;
+  };
+
+  // Fields that only matter when processes are started together; hidden while distributed is off.
+  const kDistributedOnly = ['backend', 'nproc_per_node', 'nnodes', 'node_rank', 'master_addr', 'master_port',
+                            'tpu_chips_per_host'];
+  // Fields that only matter for one backend.
+  const kBackendOnly = { tpu_chips_per_host: 'xla-tpu' };
+
+  let schema = [];           // option_schema()
+  let specs = {};            // key -> schema entry
+  let choices = {};          // what the user set (sent to the server)
+  let lastGood = null;       // last 200 answer of /api/render
+  let view = { tab: null, file: null };
+  let pending = null;        // debounce timer
+  let generation = 0;        // answers of older requests are dropped
+
+  // ----- state <-> URL -----
+  function parseValue(key, raw) {
+    const spec = specs[key];
+    if (!spec) return raw;  // unknown key: the server names it
+    if (spec.type === 'int' && /^-?\d+$/.test(raw)) return Number(raw);
+    if (spec.type === 'number' && raw.trim() !== '' && Number.isFinite(Number(raw))) return Number(raw);
+    if (spec.type === 'bool' && (raw === 'true' || raw === 'false')) return raw === 'true';
+    return raw;
+  }
+  function readUrl() {
+    const q = new URLSearchParams(location.search);
+    choices = {};
+    for (const [k, v] of q) choices[k] = parseValue(k, v);
+    const h = new URLSearchParams(location.hash.slice(1));
+    view.tab = h.get('tab');
+    view.file = h.get('file');
+  }
+  function writeUrl() {
+    const q = new URLSearchParams();
+    for (const [k, v] of Object.entries(choices)) q.set(k, String(v));
+    const h = new URLSearchParams();
+    if (view.tab) h.set('tab', view.tab);
+    if (view.file) h.set('file', view.file);
+    const url = location.pathname + (q.toString() ? '?' + q : '') + (h.toString() ? '#' + h : '');
+    history.replaceState(null, '', url);
+  }
+
+  // ----- talking to the server -----
+  async function post(endpoint, options) {
+    const res = await fetch('/api/' + endpoint, {
+      method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(options),
+    });
+    return res;
+  }
+  async function renderJson(options) {
+    const res = await post('render', options);
+    let body = null;
+    try { body = await res.json(); } catch (e) { body = { error: 'the server answered ' + res.status }; }
+    return { status: res.status, body };
+  }
+
+  // Asks for the files of the current choices. When the latest change conflicts with an earlier choice, the
+  // latest wins: earlier choices the generator rejects are left out (the generator then picks or forces them),
+  // but only when that makes the problem go away.
+  async function refresh(changedKey) {
+    const mine = ++generation;
+    let request = { ...choices };
+    let answer = await renderJson(request);
+    if (answer.status === 400 && answer.body.problems && changedKey) {
+      const conflicting = [...new Set(answer.body.problems.map((p) => p.option))]
+        .filter((k) => k !== changedKey && k in request);
+      if (conflicting.length) {
+        const retry = { ...request };
+        for (const k of conflicting) delete retry[k];
+        const second = await renderJson(retry);
+        const still = (second.body.problems || []).some((p) => conflicting.includes(p.option));
+        if (!still) { request = retry; answer = second; }
+      }
+    }
+    if (mine !== generation) return;
+    choices = request;
+    writeUrl();
+    show(answer);
+    document.body.dataset.busy = 'false';
+  }
+  function scheduleRefresh(changedKey) {
+    document.body.dataset.busy = 'true';
+    clearTimeout(pending);
+    pending = setTimeout(() => refresh(changedKey), 120);
+  }
+
+  // ----- the form -----
+  function fieldInput(spec) {
+    const id = 'opt-' + spec.key;
+    let input;
+    if (spec.type === 'enum') {
+      input = el('select', { id, name: spec.key });
+      for (const c of spec.choices) input.append(el('option', { value: c, text: c }));
+    } else if (spec.type === 'bool') {
+      input = el('input', { id, name: spec.key, type: 'checkbox' });
+    } else if (spec.type === 'int' || spec.type === 'number') {
+      input = el('input', { id, name: spec.key, type: 'number', step: spec.type === 'int' ? '1' : 'any',
+                            min: spec.min, max: spec.max });
+    } else {
+      input = el('input', { id, name: spec.key, type: 'text', spellcheck: 'false' });
+    }
+    const read = () => {
+      if (spec.type === 'bool') return input.checked;
+      if (spec.type === 'enum' || spec.type === 'string') return input.value;
+      return parseValue(spec.key, input.value);
+    };
+    input.addEventListener(spec.type === 'enum' || spec.type === 'bool' ? 'change' : 'input', () => {
+      choices[spec.key] = read();
+      scheduleRefresh(spec.key);
+    });
+    return input;
+  }
+
+  function buildForm(templates) {
+    const picker = $('#templates');
+    for (const t of templates) {
+      const radio = el('input', { type: 'radio', name: 'template', value: t.id, id: 'template-' + t.id });
+      radio.addEventListener('change', () => { choices.template = t.id; view.file = null; scheduleRefresh('template'); });
+      picker.append(el('label', { class: 'template-card', for: 'template-' + t.id },
+                       radio, el('span', {}, el('strong', { text: t.title }), el('small', { text: t.description }))));
+    }
+    const groups = [...new Set(schema.map((s) => s.group))];
+    if (!view.tab || !groups.includes(view.tab)) view.tab = groups.includes('Training') ? 'Training' : groups[0];
+    for (const g of groups) {
+      const tab = el('button', { type: 'button', role: 'tab', id: 'tab-' + g, 'aria-controls': 'panel-' + g,
+                                 text: g });
+      tab.addEventListener('click', () => { view.tab = g; showTab(); writeUrl(); });
+      $('#tabs').append(tab);
+      const panel = el('div', { class: 'panel', role: 'tabpanel', id: 'panel-' + g, 'aria-labelledby': 'tab-' + g });
+      for (const spec of schema.filter((s) => s.group === g && s.key !== 'template')) {
+        const input = fieldInput(spec);
+        const label = el('label', { for: input.id, text: spec.label });
+        const row = el('div', { class: 'field', 'data-key': spec.key });
+        if (spec.type === 'bool') row.append(label, el('div', {}, input)); else row.append(label, input);
+        row.append(el('div', { class: 'help', text: spec.help + ' (' + spec.flag + ')' }),
+                   el('div', { class: 'hint', hidden: '' }), el('div', { class: 'error', role: 'alert', hidden: '' }));
+        panel.append(row);
+      }
+      $('#panels').append(panel);
+    }
+    showTab();
+  }
+  function showTab() {
+    for (const b of document.querySelectorAll('#tabs button')) {
+      const on = b.id === 'tab-' + view.tab;
+      b.setAttribute('aria-selected', on ? 'true' : 'false');
+      document.getElementById(b.getAttribute('aria-controls')).hidden = !on;
+    }
+  }
+
+  // ----- showing an answer -----
+  function show(answer) {
+    const body = answer.body;
+    const options = body.options || {};
+    const problems = {};
+    for (const p of body.problems || []) (problems[p.option] = problems[p.option] || []).push(p.message);
+    const forced = {};
+    for (const f of body.forced || []) forced[f.option] = f.message;
+
+    for (const r of document.querySelectorAll('#templates input')) r.checked = r.value === options.template;
+    for (const row of document.querySelectorAll('.field')) {
+      const key = row.dataset.key;
+      const input = row.querySelector('input, select');
+      const error = problems[key];
+      // A value the generator rejected stays as typed, so that it can be corrected.
+      if (!error && key in options && document.activeElement !== input) {
+        if (input.type === 'checkbox') input.checked = !!options[key]; else input.value = String(options[key]);
+      } else if (error && key in choices && document.activeElement !== input && input.type !== 'checkbox') {
+        input.value = String(choices[key]);
+      }
+      input.disabled = key in forced;
+      const hint = row.querySelector('.hint');
+      hint.hidden = !(key in forced);
+      hint.textContent = forced[key] || '';
+      const err = row.querySelector('.error');
+      err.hidden = !error;
+      err.textContent = error ? error.join('; ') : '';
+      if (error) input.setAttribute('aria-invalid', 'true'); else input.removeAttribute('aria-invalid');
+      let hidden = kDistributedOnly.includes(key) && options.distributed === 'off' && !error;
+      if (kBackendOnly[key] && options.backend !== kBackendOnly[key] && !error) hidden = true;
+      row.hidden = hidden;
+    }
+    // Problems that belong to no field of the form (an unknown key from a hand-edited link, the template).
+    const fieldKeys = new Set([...document.querySelectorAll('.field')].map((r) => r.dataset.key));
+    const loose = (body.problems || []).filter((p) => !fieldKeys.has(p.option)).map((p) => p.option + ': ' + p.message);
+    if (!body.problems && answer.status !== 200) loose.push(body.error || 'the server answered ' + answer.status);
+    const banner = $('#banner');
+    banner.hidden = loose.length === 0;
+    banner.textContent = loose.join('\n');
+
+    const ok = answer.status === 200;
+    for (const b of ['#download-zip', '#download-notebook', '#copy-command']) $(b).disabled = !ok;
+    if (ok) {
+      lastGood = body;
+      $('#command').textContent = body.command;
+    }
+    $('#stale').hidden = ok || !lastGood;
+    if (lastGood) showFiles(lastGood);
+  }
+
+  function showFiles(project) {
+    const paths = Object.keys(project.files).sort();
+    if (!view.file || !(view.file in project.files)) {
+      view.file = paths.find((p) => p === 'README.md') || paths.find((p) => p.endsWith('.cpp')) || paths[0];
+      writeUrl();
+    }
+    // Nest the paths into folders.
+    const root = {};
+    for (const p of paths) {
+      let node = root;
+      const parts = p.split('/');
+      parts.slice(0, -1).forEach((d) => { node = node[d + '/'] = node[d + '/'] || {}; });
+      node[parts[parts.length - 1]] = p;
+    }
+    const list = (node) => {
+      const ul = el('ul');
+      const entries = Object.entries(node).sort(([a, av], [b, bv]) =>
+        (typeof av === 'string') - (typeof bv === 'string') || a.localeCompare(b));
+      for (const [name, value] of entries) {
+        if (typeof value === 'string') {
+          const b = el('button', { type: 'button', 'data-path': value, text: name,
+                                   'aria-current': value === view.file ? 'true' : 'false' });
+          b.addEventListener('click', () => { view.file = value; writeUrl(); showFiles(lastGood); });
+          ul.append(el('li', {}, b));
+        } else {
+          ul.append(el('li', {}, el('span', { class: 'dir', text: name }), list(value)));
+        }
+      }
+      return ul;
+    };
+    $('#tree').replaceChildren(list(root));
+    $('#preview-path').textContent = project.name + '/' + view.file;
+    $('#preview code').innerHTML = window.VoltHighlight.highlight(view.file, project.files[view.file]);
+    $('#preview').dataset.path = view.file;
+  }
+
+  // ----- exports -----
+  async function download(endpoint, fallbackName) {
+    const res = await post(endpoint, choices);
+    if (res.status !== 200) {
+      const body = await res.json().catch(() => ({}));
+      show({ status: res.status, body });
+      return;
+    }
+    const disposition = res.headers.get('Content-Disposition') || '';
+    const m = /filename="([^"]+)"/.exec(disposition);
+    const url = URL.createObjectURL(await res.blob());
+    const a = el('a', { href: url, download: m ? m[1] : fallbackName });
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10000);
+  }
+  async function copyCommand() {
+    const text = $('#command').textContent;
+    try {
+      await navigator.clipboard.writeText(text);
+    } catch (e) {
+      // No clipboard permission: select the command so that Ctrl-C copies it.
+      const range = document.createRange();
+      range.selectNodeContents($('#command'));
+      getSelection().removeAllRanges();
+      getSelection().addRange(range);
+      $('#copy-status').textContent = 'selected: press Ctrl-C to copy';
+      return;
+    }
+    $('#copy-status').textContent = 'copied';
+    setTimeout(() => { $('#copy-status').textContent = ''; }, 2000);
+  }
+
+  async function start() {
+    const res = await fetch('/api/schema');
+    const data = await res.json();
+    schema = data.options;
+    specs = Object.fromEntries(schema.map((s) => [s.key, s]));
+    $('#version').textContent = 'generator ' + data.version;
+    readUrl();
+    buildForm(data.templates);
+    $('#download-zip').addEventListener('click', () => download('zip', 'project.zip'));
+    $('#download-notebook').addEventListener('click', () => download('notebook', 'project.ipynb'));
+    $('#copy-command').addEventListener('click', copyCommand);
+    await refresh(null);
+    document.body.dataset.ready = 'true';
+  }
+  start().catch((e) => {
+    const banner = $('#banner');
+    banner.hidden = false;
+    banner.textContent = 'The page could not start: ' + e.message;
+  });
+})();

@@ -1,0 +1,46 @@
+// volt::generator::web::Server — serves handle() over HTTP on one address (cpp-httplib, kept out of this header).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "volt/generator/web/api.h"
+
+namespace volt::generator::web {
+
+/// Where and how `volt ui` listens.
+struct ServerOptions {
+  std::string host = "127.0.0.1";              ///< address to bind; only loopback unless the user asks
+  int port = 8765;                             ///< 0 picks a free port
+  std::size_t max_body_bytes = kMaxBodyBytes;  ///< larger bodies get 413 before they are read
+};
+
+/// True for 127.0.0.0/8, ::1 and "localhost".
+bool is_loopback_host(const std::string& host);
+
+/// An HTTP server for the page and the API. bind() then serve() (blocks) — stop() from another thread ends serve().
+class Server {
+ public:
+  /// Checks the options (port in 0..65535, host not empty); throws std::invalid_argument with what to change.
+  explicit Server(ServerOptions options);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  /// Binds the address and returns the port (the chosen one when port was 0); throws std::runtime_error when
+  /// the address cannot be bound (in use, not an address of this machine).
+  int bind();
+  /// Answers requests until stop(); requires bind().
+  void serve();
+  /// Makes serve() return; safe from any thread and before serve() starts.
+  void stop();
+  /// "http://HOST:PORT/" for the bound port.
+  std::string url() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace volt::generator::web

@@ -1,0 +1,12 @@
+// The page's files, embedded at build time by cmake/embed_assets.cmake (file name -> content).
+#pragma once
+
+#include <map>
+#include <string>
+
+namespace volt::generator::web::detail {
+
+/// Every file of tools/generator/web/assets/, by file name ("app.js").
+const std::map<std::string, std::string>& embedded_assets();
+
+}  // namespace volt::generator::web::detail

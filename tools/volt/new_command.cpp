@@ -1,0 +1,225 @@
+// `volt new`: renders a Volt training project from a template and options (tools/generator) into a
+// folder, and optionally a zip and a Colab notebook of it.
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include "volt/generator/generator.h"
+
+namespace {
+
+namespace gen = volt::generator;
+using nlohmann::json;
+
+std::string usage() {
+  std::ostringstream out;
+  out << "usage: volt new NAME [--template T] [--OPTION VALUE ...] [--options FILE] [--output DIR] [--force]\n"
+         "                    [--zip FILE] [--notebook FILE] [--no-write] [--list-templates] [--json]\n"
+         "Writes a complete C++ training project on Volt into DIR (default ./NAME). Training options go into its\n"
+         "config.yaml, so one build serves every value. --options reads a JSON or YAML object of the options below\n"
+         "(flags given on the command line win). --zip and --notebook also write the project as a zip archive and\n"
+         "as a Colab notebook; --no-write writes only those. --json prints the result (or the errors) as JSON.\n"
+         "\ntemplates:\n";
+  for (const auto& t : gen::templates()) {
+    out << "  " << t["id"].get<std::string>() << std::string(24 - t["id"].get<std::string>().size(), ' ')
+        << t["description"].get<std::string>() << "\n";
+  }
+  std::string group;
+  for (const auto& o : gen::option_schema()) {
+    if (o["group"] != group) {
+      group = o["group"];
+      out << "\n" << group << ":\n";
+    }
+    std::string left = "  " + o["flag"].get<std::string>() + " ";
+    if (o.contains("choices")) {
+      std::string c;
+      for (const auto& v : o["choices"]) c += (c.empty() ? "" : "|") + v.get<std::string>();
+      left += c;
+    } else {
+      left += o["type"] == "bool" ? "true|false" : o["type"] == "string" ? "TEXT" : "N";
+    }
+    if (left.size() < 34) left += std::string(34 - left.size(), ' ');
+    const json& d = o["default"];
+    out << left << " " << o["help"].get<std::string>() << " (default: "
+        << (d.is_string() ? (d.get<std::string>().empty() ? "none" : d.get<std::string>()) : d.dump()) << ")\n";
+  }
+  return out.str();
+}
+
+json yaml_to_json(const YAML::Node& node) {
+  if (node.IsMap()) {
+    json out = json::object();
+    for (const auto& kv : node) out[kv.first.as<std::string>()] = yaml_to_json(kv.second);
+    return out;
+  }
+  if (node.IsSequence()) {
+    json out = json::array();
+    for (const auto& v : node) out.push_back(yaml_to_json(v));
+    return out;
+  }
+  if (node.IsNull()) return nullptr;
+  return node.as<std::string>();  // scalars as text: validate() reads them as the schema's type
+}
+
+json read_options_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw gen::GeneratorError(std::vector<gen::Problem>{{"options", "cannot read '" + path + "'"}});
+  std::stringstream buf;
+  buf << in.rdbuf();
+  const std::string text = buf.str();
+  try {
+    const bool is_json = path.size() > 5 && path.compare(path.size() - 5, 5, ".json") == 0;
+    json out = is_json ? json::parse(text) : yaml_to_json(YAML::Load(text));
+    if (!out.is_object()) {
+      throw gen::GeneratorError(std::vector<gen::Problem>{
+          {"options", path + " must hold an object of option: value (e.g. backend: xla-tpu)"}});
+    }
+    return out;
+  } catch (const json::exception& e) {
+    throw gen::GeneratorError(std::vector<gen::Problem>{{"options", path + " is not valid JSON: " + e.what()}});
+  } catch (const YAML::Exception& e) {
+    throw gen::GeneratorError(std::vector<gen::Problem>{{"options", path + " is not valid YAML: " + e.what()}});
+  }
+}
+
+// The bytes go to a temp file in the same folder, are synced, then renamed over the target.
+void write_file_atomically(const std::string& path, const std::string& bytes) {
+  gen::Project one;
+  const std::filesystem::path p = std::filesystem::absolute(path);
+  one.name = "file";
+  one.files[p.filename().string()] = bytes;
+  std::filesystem::create_directories(p.parent_path());
+  gen::write_project(one, p.parent_path(), /*force=*/true);
+}
+
+json problems_json(const std::vector<gen::Problem>& problems) {
+  json out = json::array();
+  for (const auto& p : problems) out.push_back({{"option", p.option}, {"message", p.message}});
+  return out;
+}
+
+}  // namespace
+
+/// `volt new NAME ...`; returns the exit status (0, or 2 for bad input).
+int cmd_new(int argc, char** argv) {
+  const auto start = std::chrono::steady_clock::now();
+  bool json_out = false;
+  try {
+    json options = json::object();
+    json flags = json::object();
+    std::string output, zip_path, notebook_path, options_file;
+    bool force = false, no_write = false;
+    std::vector<gen::Problem> problems;
+    const json schema = gen::option_schema();
+    for (int i = 1; i < argc; ++i) {
+      std::string arg = argv[i];
+      std::string value;
+      bool has_value = false;
+      const auto eq = arg.find('=');
+      if (arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+        value = arg.substr(eq + 1);
+        arg = arg.substr(0, eq);
+        has_value = true;
+      }
+      auto next = [&]() -> std::string {
+        if (has_value) return value;
+        if (i + 1 >= argc) {
+          problems.push_back({arg.substr(2), arg + " needs a value"});
+          return "";
+        }
+        return argv[++i];
+      };
+      if (arg == "--help" || arg == "-h") {
+        std::cout << usage();
+        return 0;
+      } else if (arg == "--list-templates") {
+        for (const auto& t : gen::templates()) {
+          std::cout << t["id"].get<std::string>() << ": " << t["title"].get<std::string>() << " - "
+                    << t["description"].get<std::string>() << "\n";
+        }
+        return 0;
+      } else if (arg == "--json") {
+        json_out = true;
+      } else if (arg == "--force") {
+        force = true;
+      } else if (arg == "--no-write") {
+        no_write = true;
+      } else if (arg == "--output" || arg == "-o") {
+        output = next();
+      } else if (arg == "--zip") {
+        zip_path = next();
+      } else if (arg == "--notebook") {
+        notebook_path = next();
+      } else if (arg == "--options") {
+        options_file = next();
+      } else if (arg.rfind("--", 0) == 0) {
+        const auto spec = std::find_if(schema.begin(), schema.end(), [&](const json& s) { return s["flag"] == arg; });
+        if (spec == schema.end()) {
+          problems.push_back({arg.substr(2), "unknown flag " + arg + "; see volt new --help for the options"});
+          if (!has_value && i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0) ++i;
+        } else {
+          flags[(*spec)["key"].get<std::string>()] = next();
+        }
+      } else if (!flags.contains("name")) {
+        flags["name"] = arg;
+      } else {
+        problems.push_back({"name", "unexpected argument '" + arg + "' after the project name"});
+      }
+    }
+    if (!options_file.empty()) options = read_options_file(options_file);
+    for (const auto& [k, v] : flags.items()) options[k] = v;  // the command line wins over the file
+    if (!options.contains("name")) {
+      problems.push_back({"name", "volt new needs a project name: volt new NAME --template T (volt new --help)"});
+    }
+    gen::Validation v = gen::validate(options);
+    problems.insert(problems.end(), v.errors.begin(), v.errors.end());
+    if (output.empty() && v.options["name"].is_string()) output = v.options["name"].get<std::string>();
+    if (no_write && zip_path.empty() && notebook_path.empty()) {
+      problems.push_back({"no-write", "--no-write without --zip or --notebook would produce nothing"});
+    }
+    if (!problems.empty()) throw gen::GeneratorError(problems);
+
+    const gen::Project project = gen::render(options);
+    if (!no_write) gen::write_project(project, output, force);
+    if (!zip_path.empty()) write_file_atomically(zip_path, gen::zip_archive(project));
+    if (!notebook_path.empty()) write_file_atomically(notebook_path, gen::notebook(project, options));
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    if (json_out) {
+      json files = json::array();
+      for (const auto& [path, content] : project.files) files.push_back(path);
+      std::cout << json{{"name", project.name}, {"output", no_write ? "" : output}, {"files", files},
+                        {"forced", problems_json(v.forced)}, {"options", v.options},
+                        {"command", gen::command_line(options)}, {"milliseconds", ms}}
+                       .dump()
+                << "\n";
+      return 0;
+    }
+    for (const auto& f : v.forced) std::cout << "  " << f.option << ": " << f.message << "\n";
+    if (!no_write) {
+      std::cout << "wrote " << project.files.size() << " files to " << output << "/ (template "
+                << v.options["template"].get<std::string>() << ")\n";
+    }
+    if (!zip_path.empty()) std::cout << "wrote " << zip_path << "\n";
+    if (!notebook_path.empty()) std::cout << "wrote " << notebook_path << "\n";
+    if (!no_write) std::cout << "next: cd " << output << " and follow README.md (build, then run)\n";
+    return 0;
+  } catch (const gen::GeneratorError& e) {
+    if (json_out) {
+      std::cout << json{{"errors", problems_json(e.problems())}}.dump() << "\n";
+    } else {
+      std::cerr << "volt new: the options cannot make a project:\n";
+      for (const auto& p : e.problems()) std::cerr << "  " << p.option << ": " << p.message << "\n";
+    }
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "volt new: " << e.what() << "\n";
+    return 2;
+  }
+}
