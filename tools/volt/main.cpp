@@ -1,4 +1,5 @@
-// The `volt` command: facts about this build, the hardware plan a set of flags gives, and what a
+// volt-core: the `volt` commands that need LibTorch (the front end, front_main.cpp, execs it
+// for everything but new and ui): facts about this build, the hardware plan a set of flags gives, and what a
 // checkpoint or weights file holds.
 #include <ATen/Parallel.h>
 #include <ATen/Context.h>
@@ -328,8 +329,6 @@ int cmd_inspect(int argc, char** argv) {
 }
 }  // namespace
 
-int cmd_new(int argc, char** argv);  // tools/volt/new_command.cpp
-int cmd_ui(int argc, char** argv);   // tools/volt/ui_command.cpp
 
 int main(int argc, char** argv) {
   if (argc < 2) {
@@ -346,8 +345,10 @@ int main(int argc, char** argv) {
     if (cmd == "plan") return cmd_plan(argc - 1, argv + 1);
     if (cmd == "inspect") return cmd_inspect(argc - 1, argv + 1);
     if (cmd == "launch") return cmd_launch(argc - 1, argv + 1);
-    if (cmd == "new") return cmd_new(argc - 1, argv + 1);
-    if (cmd == "ui") return cmd_ui(argc - 1, argv + 1);
+    if (cmd == "new" || cmd == "ui") {
+      std::cerr << "volt-core: run `volt " << cmd << "` (the front end runs it without LibTorch).\n";
+      return 2;
+    }
     if (cmd == "help" || cmd == "--help" || cmd == "-h") {
       std::cout << kUsage;
       return 0;
