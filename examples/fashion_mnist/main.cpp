@@ -56,8 +56,8 @@ class FashionCnn : public volt::Module {
     auto logits = forward(batch[0]);
     auto loss = at::cross_entropy_loss(logits, batch[1]);
     auto acc = logits.argmax(1).eq(batch[1]).to(at::kFloat).mean();
-    ctx.log(stage + "_loss", loss, {.prog_bar = stage == "val"});
-    ctx.log(stage + "_acc", acc, {.prog_bar = true});
+    ctx.log(stage + "_loss", loss, {.prog_bar = stage == "val", .sync_dist = true});
+    ctx.log(stage + "_acc", acc, {.prog_bar = true, .sync_dist = true});
   }
 
   double lr_;

@@ -555,7 +555,8 @@ void ModelCheckpoint::save_last(TrainerView& view, const Candidates& values) {
 std::string ModelCheckpoint::free_path(TrainerView& view, const std::vector<Piece>& pieces,
                                        const std::string& tmpl, const Candidates& values,
                                        const std::string& replaceable) {
-  std::string path = join_dir(render(pieces, tmpl, values, 0));
+  // Names come from each rank's metrics, which may differ: rank 0's name is everyone's.
+  std::string path = view.broadcast_from_rank_zero(join_dir(render(pieces, tmpl, values, 0)));
   if (!options_.enable_version_counter) return path;
   auto taken = [&](const std::string& p) {
     if (!view.state().is_global_zero || p == replaceable) return false;
@@ -564,7 +565,7 @@ std::string ModelCheckpoint::free_path(TrainerView& view, const std::vector<Piec
   };
   // One collective per probe on every rank, so ranks whose names differ cannot deadlock.
   for (int64_t v = 1; rank_zero_decides(view, taken(path)); ++v) {
-    path = join_dir(render(pieces, tmpl, values, v));
+    path = view.broadcast_from_rank_zero(join_dir(render(pieces, tmpl, values, v)));
   }
   return path;
 }

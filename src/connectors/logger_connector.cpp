@@ -141,11 +141,28 @@ void LoggerConnector::finalize(const std::string& status) {
 }
 
 std::string LoggerConnector::version() {
+  if (synced_) return synced_version_;
   return loggers_.empty() ? std::string() : loggers_.front()->version();
 }
 
 std::string LoggerConnector::log_dir(const std::string& fallback) {
+  if (synced_) return synced_log_dir_.empty() ? fallback : synced_log_dir_;
   return loggers_.empty() ? fallback : loggers_.front()->log_dir();
+}
+
+void LoggerConnector::sync_across_ranks(const std::string& fallback) {
+  if (strategy_.world_size() <= 1 || synced_) return;
+  // Rank 0 chooses the version (and creates its folder); the others use the same folder,
+  // so checkpoint paths agree on every rank and no rank makes a folder of its own.
+  std::string dir, version;
+  if (strategy_.is_global_zero()) {
+    dir = loggers_.empty() ? std::string() : loggers_.front()->log_dir();
+    version = loggers_.empty() ? std::string() : loggers_.front()->version();
+  }
+  synced_log_dir_ = strategy_.broadcast_object(dir, 0);
+  synced_version_ = strategy_.broadcast_object(version, 0);
+  synced_ = true;
+  (void)fallback;
 }
 
 }  // namespace volt::connectors

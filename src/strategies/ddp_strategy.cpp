@@ -486,6 +486,11 @@ std::vector<at::Tensor> DDPStrategy::all_gather(const at::Tensor& tensor) {
   });
 }
 
+void DDPStrategy::save_checkpoint(const Checkpoint& checkpoint, const std::string& path) {
+  Strategy::save_checkpoint(checkpoint, path);
+  barrier("save_checkpoint");
+}
+
 void DDPStrategy::on_exception() {
   impl_->failed = true;
   if (impl_->workers) {

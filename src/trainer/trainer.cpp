@@ -113,6 +113,7 @@ auto run_stage(Trainer::Impl& impl, TrainerState& state, Module& module, connect
   using CB = callbacks::Callback;
   try {
     strategy.setup_environment();
+    impl.logger_connector_.sync_across_ranks(impl.owner_.options().default_root_dir);
     data.prepare(stage, strategy.local_rank() == 0);
     data.distribute(strategy.world_size(), strategy.global_rank());
     module.setup(stage);

@@ -57,6 +57,9 @@ class LoggerConnector {
   std::string version();
   /// The first logger's folder, or `fallback` without loggers.
   std::string log_dir(const std::string& fallback);
+  /// Several ranks: every rank takes rank 0's log folder and version (a collective; call
+  /// on every rank once the process group is up). No-op on one process.
+  void sync_across_ranks(const std::string& fallback);
 
  private:
   struct Aggregate {
@@ -82,6 +85,9 @@ class LoggerConnector {
   MetricMap callback_metrics_;
   MetricMap progress_bar_metrics_;
   MetricMap logged_metrics_;
+  bool synced_ = false;
+  std::string synced_log_dir_;
+  std::string synced_version_;
 };
 
 }  // namespace volt::connectors

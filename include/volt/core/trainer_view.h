@@ -43,6 +43,9 @@ class TrainerView {
   virtual void log_metrics(const MetricMap& metrics, int64_t step) = 0;
   /// True if any rank (or all, with all=true) says true; the identity on one process.
   virtual bool reduce_boolean_decision(bool decision, bool all = true) = 0;
+  /// Rank 0's `value` on every rank (e.g. a checkpoint file name built from metrics that
+  /// differ per rank). A collective: every rank calls it. One process: `value`.
+  virtual std::string broadcast_from_rank_zero(const std::string& value) { return value; }
 };
 
 }  // namespace volt

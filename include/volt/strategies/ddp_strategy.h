@@ -48,6 +48,8 @@ class DDPStrategy : public Strategy {
   std::vector<at::Tensor> all_gather(const at::Tensor& tensor) override;
   at::Tensor all_reduce(const at::Tensor& tensor, ReduceOp op) override;
 
+  /// Rank 0 writes; every rank waits until the file is there (a rank may read it next).
+  void save_checkpoint(const Checkpoint& checkpoint, const std::string& path) override;
   void on_exception() override;
   /// Keeps the process group (a later stage reuses it); releases the Reducer.
   void teardown() override;

@@ -99,6 +99,9 @@ class Trainer::Impl : public TrainerView {
   bool reduce_boolean_decision(bool decision, bool all) override {
     return strategy_->reduce_boolean_decision(decision, all);
   }
+  std::string broadcast_from_rank_zero(const std::string& value) override {
+    return strategy_->broadcast_object(value, 0);
+  }
 
   connectors::CheckpointParts parts() {
     return connectors::CheckpointParts{*module_, optimizers_, lr_schedulers_, owner_.state_,
