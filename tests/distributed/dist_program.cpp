@@ -62,6 +62,10 @@ class TinyMLP : public volt::Module {
       // In the job, then silent: the others block in the gradient allreduce.
       std::this_thread::sleep_for(std::chrono::seconds(arg_int("stall-seconds", 60)));
     }
+    if (rank == 0 && steps_ == arg_int("interrupt-step", -1)) {
+      // As a scheduler would: SIGTERM to rank 0, which passes it on to the other ranks.
+      ::kill(::getpid(), SIGTERM);
+    }
     ++steps_;
     at::Tensor out = fc2->forward(torch::tanh(fc1->forward(batch[0])));
     at::Tensor loss = torch::nn::functional::mse_loss(out.to(at::kFloat), batch[1].to(at::kFloat));
@@ -160,7 +164,7 @@ int main(int argc, char** argv) {
     for (int64_t f = 0; f < fits; ++f) {
       // A later fit continues where the one before ended, for `steps` more steps.
       if (f > 0) trainer.set_max_steps(trainer.options().max_steps + arg_int("steps", 20));
-      trainer.fit(model, loader);
+      trainer.fit(model, loader, nullptr, f == 0 ? arg("ckpt", "") : std::string());
     }
     const int64_t rank = trainer.strategy().global_rank();
     std::ofstream file(out + ".rank" + std::to_string(rank));

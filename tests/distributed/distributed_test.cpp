@@ -313,3 +313,26 @@ TEST(DDPStrategy, BFloat16ParametersAreAveragedInFloat32OverGloo) {
   // bf16 keeps ~3 significant digits; the averages differ from one process's by rounding only.
   EXPECT_LE(max_abs_diff(r0.params, read_result(one + ".rank0").params), 1e-2);
 }
+
+TEST(DDPStrategy, SigtermStopsEveryRankTogetherAndTheResumeIsBitwiseExact) {
+  const std::string full = out_prefix("resume_full"), part = out_prefix("resume_part"),
+                    resumed = out_prefix("resume_resumed"), root = out_prefix("resume_root");
+  const std::string common = "--strategy ddp --devices 2 --steps 30 --shuffle 1 --samples 320 ";
+  ASSERT_EQ(run(train(full, common + "--root " + root + "_a")).code, 0);
+  // SIGTERM reaches rank 0 at its 13th step; it passes the signal to rank 1, both finish the
+  // step, agree, save one checkpoint and stop.
+  const Outcome p = run(train(part, common + "--root " + root + "_b --interrupt-step 13"));
+  ASSERT_EQ(p.code, 0) << p.output;
+  EXPECT_TRUE(volt::testing::contains(p.output, "received SIGTERM")) << p.output;
+  EXPECT_EQ(read_result(part + ".rank0").fields.at("global_step"), read_result(part + ".rank1").fields.at("global_step"));
+  EXPECT_NE(read_result(part + ".rank0").fields.at("global_step"), "30");
+  const std::string ckpt = root + "_b/checkpoints/interrupted.ckpt";
+  ASSERT_TRUE(fs::exists(ckpt));
+  // The resume crosses an epoch boundary with a shuffled, distributed sampler.
+  const Outcome r = run(train(resumed, common + "--root " + root + "_b --ckpt " + ckpt));
+  ASSERT_EQ(r.code, 0) << r.output;
+  const Result a = read_result(full + ".rank0");
+  EXPECT_EQ(read_result(resumed + ".rank0").params, a.params);
+  EXPECT_EQ(read_result(resumed + ".rank1").params, a.params);
+  EXPECT_EQ(read_result(resumed + ".rank0").fields.at("global_step"), "30");
+}
