@@ -179,18 +179,8 @@ void DDPStrategy::launch_local_ranks() {
   impl_->workers = std::make_unique<WorkerGroup>();
   const auto& env = *environment_;
   for (int64_t local = 1; local < local_world_size_; ++local) {
-    WorkerSpec spec;
-    spec.rank = node_rank_ * local_world_size_ + local;
-    spec.argv = args;
-    spec.env = {{"MASTER_ADDR", env.main_address()},
-                {"MASTER_PORT", std::to_string(env.main_port())},
-                {"WORLD_SIZE", std::to_string(world_size_)},
-                {"RANK", std::to_string(spec.rank)},
-                {"LOCAL_RANK", std::to_string(local)},
-                {"LOCAL_WORLD_SIZE", std::to_string(local_world_size_)},
-                {"GROUP_RANK", std::to_string(node_rank_)},
-                {"NODE_RANK", std::to_string(node_rank_)},
-                {"VOLT_LAUNCHER", "subprocess"}};
+    const WorkerSpec spec = torchrun_worker(args, node_rank_, local, local_world_size_, world_size_,
+                                            env.main_address(), env.main_port(), "subprocess");
     impl_->workers->start(spec);
   }
   // Rank 0 trains in this process; a failed rank must not leave it waiting in a

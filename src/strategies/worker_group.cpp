@@ -374,6 +374,24 @@ void WorkerGroup::forward_signal(int signal) noexcept {
   }
 }
 
+WorkerSpec torchrun_worker(std::vector<std::string> argv, int64_t node_rank, int64_t local_rank,
+                           int64_t local_world_size, int64_t world_size, const std::string& master_addr,
+                           int master_port, const std::string& launcher) {
+  WorkerSpec spec;
+  spec.rank = node_rank * local_world_size + local_rank;
+  spec.argv = std::move(argv);
+  spec.env = {{"MASTER_ADDR", master_addr},
+              {"MASTER_PORT", std::to_string(master_port)},
+              {"WORLD_SIZE", std::to_string(world_size)},
+              {"RANK", std::to_string(spec.rank)},
+              {"LOCAL_RANK", std::to_string(local_rank)},
+              {"LOCAL_WORLD_SIZE", std::to_string(local_world_size)},
+              {"GROUP_RANK", std::to_string(node_rank)},
+              {"NODE_RANK", std::to_string(node_rank)},
+              {"VOLT_LAUNCHER", launcher}};
+  return spec;
+}
+
 std::vector<std::string> this_program_argv() {
   std::ifstream in("/proc/self/cmdline", std::ios::binary);
   const std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -401,18 +419,8 @@ void run_spawn_workers(const environments::ClusterEnvironment& environment, int6
   WorkerGroup group;
   const int64_t node = environment.node_rank();
   for (int64_t local = 0; local < local_world_size; ++local) {
-    WorkerSpec spec;
-    spec.rank = node * local_world_size + local;
-    spec.argv = args;
-    spec.env = {{"MASTER_ADDR", environment.main_address()},
-                {"MASTER_PORT", std::to_string(environment.main_port())},
-                {"WORLD_SIZE", std::to_string(environment.world_size())},
-                {"RANK", std::to_string(spec.rank)},
-                {"LOCAL_RANK", std::to_string(local)},
-                {"LOCAL_WORLD_SIZE", std::to_string(local_world_size)},
-                {"GROUP_RANK", std::to_string(node)},
-                {"NODE_RANK", std::to_string(node)},
-                {"VOLT_LAUNCHER", "spawn"}};
+    WorkerSpec spec = torchrun_worker(args, node, local, local_world_size, environment.world_size(),
+                                      environment.main_address(), environment.main_port(), "spawn");
     for (const auto& [k, v] : extra_env) spec.env[k] = v;
     group.start(spec);
   }

@@ -116,34 +116,37 @@ std::string train(const std::string& out, const std::string& extra) {
 
 }  // namespace
 
+/// The same training as 2 ddp ranks with `rank_batch` each and as 1 process with twice the
+/// batch: {rank 0, rank 1, the one process}.
+std::vector<Result> ddp_and_one_process(const std::string& name, int batch, const std::string& extra,
+                                        const std::string& ddp_only = "") {
+  const std::string ddp = out_prefix(name + "_ddp"), one = out_prefix(name + "_one");
+  const Outcome a = run(train(ddp, "--strategy ddp --devices 2 --batch " + std::to_string(batch) + " " + extra + " " +
+                                       ddp_only));
+  EXPECT_EQ(a.code, 0) << a.output;
+  const Outcome b =
+      run(train(one, "--strategy single_device --devices 1 --batch " + std::to_string(2 * batch) + " " + extra));
+  EXPECT_EQ(b.code, 0) << b.output;
+  return {read_result(ddp + ".rank0"), read_result(ddp + ".rank1"), read_result(one + ".rank0")};
+}
+
 TEST(DDPStrategy, TwoRanksMatchOneProcessWithTwiceTheBatch) {
-  const std::string ddp = out_prefix("equiv_ddp"), one = out_prefix("equiv_one");
-  const Outcome a = run(train(ddp, "--strategy ddp --devices 2 --batch 8 --steps 20"));
-  ASSERT_EQ(a.code, 0) << a.output;
-  const Outcome b = run(train(one, "--strategy single_device --devices 1 --batch 16 --steps 20"));
-  ASSERT_EQ(b.code, 0) << b.output;
-  const Result r0 = read_result(ddp + ".rank0"), r1 = read_result(ddp + ".rank1"), ref = read_result(one + ".rank0");
-  EXPECT_EQ(r0.fields.at("world_size"), "2");
-  EXPECT_EQ(r0.fields.at("global_step"), "20");
-  ASSERT_FALSE(r0.params.empty());
-  EXPECT_EQ(r0.params, r1.params) << "the two ranks must end bitwise identical";
-  EXPECT_LE(max_abs_diff(r0.params, ref.params), 1e-5);
-  EXPECT_GT(max_abs_diff(r0.params, read_result(one + ".rank0").params) + 1, 0);  // same file read twice: sanity
+  const auto r = ddp_and_one_process("equiv", 8, "--steps 20");
+  EXPECT_EQ(r[0].fields.at("world_size"), "2");
+  EXPECT_EQ(r[0].fields.at("global_step"), "20");
+  ASSERT_FALSE(r[0].params.empty());
+  EXPECT_EQ(r[0].params, r[1].params) << "the two ranks must end bitwise identical";
+  EXPECT_LE(max_abs_diff(r[0].params, r[2].params), 1e-5);
 }
 
 TEST(DDPStrategy, GradientAccumulationMatchesOneProcessAndSkipsSyncInsideTheWindow) {
-  const std::string ddp = out_prefix("accum_ddp"), one = out_prefix("accum_one");
-  const Outcome a = run(train(ddp, "--strategy ddp --devices 2 --batch 8 --steps 20 --accumulate 2 --check-no-sync 1"));
-  ASSERT_EQ(a.code, 0) << a.output;
-  const Outcome b = run(train(one, "--strategy single_device --devices 1 --batch 16 --steps 20 --accumulate 2"));
-  ASSERT_EQ(b.code, 0) << b.output;
-  const Result r0 = read_result(ddp + ".rank0"), r1 = read_result(ddp + ".rank1"), ref = read_result(one + ".rank0");
-  EXPECT_EQ(r0.params, r1.params);
-  EXPECT_LE(max_abs_diff(r0.params, ref.params), 1e-5);
+  const auto r = ddp_and_one_process("accum", 8, "--steps 20 --accumulate 2", "--check-no-sync 1");
+  EXPECT_EQ(r[0].params, r[1].params);
+  EXPECT_LE(max_abs_diff(r[0].params, r[2].params), 1e-5);
   // no_sync: after the first micro-batch each rank holds only its own gradient; after the
   // second (synchronising) backward they agree exactly.
-  EXPECT_GT(std::stod(r0.fields.at("unsynced_grad_diff")), 1e-3);
-  EXPECT_EQ(std::stod(r0.fields.at("synced_grad_diff")), 0.0);
+  EXPECT_GT(std::stod(r[0].fields.at("unsynced_grad_diff")), 1e-3);
+  EXPECT_EQ(std::stod(r[0].fields.at("synced_grad_diff")), 0.0);
 }
 
 TEST(DDPStrategy, SmallBucketsGiveTheSameResult) {
@@ -304,14 +307,10 @@ TEST(VoltLaunch, RejectsBadArguments) {
 }
 
 TEST(DDPStrategy, BFloat16ParametersAreAveragedInFloat32OverGloo) {
-  const std::string ddp = out_prefix("bf16_ddp"), one = out_prefix("bf16_one");
-  const Outcome a = run(train(ddp, "--strategy ddp --devices 2 --batch 8 --steps 5 --precision bf16-true"));
-  ASSERT_EQ(a.code, 0) << a.output;
-  ASSERT_EQ(run(train(one, "--strategy single_device --devices 1 --batch 16 --steps 5 --precision bf16-true")).code, 0);
-  const Result r0 = read_result(ddp + ".rank0"), r1 = read_result(ddp + ".rank1");
-  EXPECT_EQ(r0.params, r1.params);
+  const auto r = ddp_and_one_process("bf16", 8, "--steps 5 --precision bf16-true");
+  EXPECT_EQ(r[0].params, r[1].params);
   // bf16 keeps ~3 significant digits; the averages differ from one process's by rounding only.
-  EXPECT_LE(max_abs_diff(r0.params, read_result(one + ".rank0").params), 1e-2);
+  EXPECT_LE(max_abs_diff(r[0].params, r[2].params), 1e-2);
 }
 
 TEST(DDPStrategy, SigtermStopsEveryRankTogetherAndTheResumeIsBitwiseExact) {

@@ -153,18 +153,8 @@ int cmd_launch(int argc, char** argv) {
 
   volt::strategies::WorkerGroup group;
   for (int64_t local = 0; local < nproc; ++local) {
-    volt::strategies::WorkerSpec spec;
-    spec.rank = node_rank * nproc + local;
-    spec.argv = args;
-    spec.env = {{"MASTER_ADDR", master_addr},
-                {"MASTER_PORT", std::to_string(master_port)},
-                {"WORLD_SIZE", std::to_string(world)},
-                {"RANK", std::to_string(spec.rank)},
-                {"LOCAL_RANK", std::to_string(local)},
-                {"LOCAL_WORLD_SIZE", std::to_string(nproc)},
-                {"GROUP_RANK", std::to_string(node_rank)},
-                {"NODE_RANK", std::to_string(node_rank)},
-                {"VOLT_LAUNCHER", "volt-launch"}};
+    const auto spec = volt::strategies::torchrun_worker(args, node_rank, local, nproc, world, master_addr,
+                                                        static_cast<int>(master_port), "volt-launch");
     group.start(spec);
   }
   std::cerr << "volt launch: started ranks " << node_rank * nproc << ".." << node_rank * nproc + nproc - 1 << " of "

@@ -21,6 +21,13 @@ struct WorkerSpec {
   std::map<std::string, std::string> env;      ///< added to (or replacing in) this process's environment
 };
 
+/// Rank `node_rank * local_world_size + local_rank` of a job of `world_size` processes with
+/// torchrun's variables (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK,
+/// NODE_RANK, MASTER_ADDR, MASTER_PORT) and VOLT_LAUNCHER=`launcher`.
+WorkerSpec torchrun_worker(std::vector<std::string> argv, int64_t node_rank, int64_t local_rank,
+                           int64_t local_world_size, int64_t world_size, const std::string& master_addr,
+                           int master_port, const std::string& launcher);
+
 /// How a worker ended.
 struct WorkerExit {
   int64_t rank = 0;
