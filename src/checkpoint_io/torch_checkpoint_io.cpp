@@ -1,11 +1,13 @@
 #include "volt/checkpoint_io/torch_checkpoint_io.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -34,7 +36,35 @@ void fsync_dir(const fs::path& dir) {
   ::close(fd);
 }
 
+std::atomic<BeforeRenameHook> g_before_rename{nullptr};
+
+/// Removes ".<name>.tmp.<pid>.<n>" files that a process which no longer exists left
+/// behind when it died between creating and renaming them (a crash, SIGKILL). Files of
+/// live processes (this one, or another writer) are left alone.
+void remove_orphaned_temp_files(const fs::path& dir, const std::string& name) {
+  const std::string prefix = "." + name + ".tmp.";
+  std::error_code ec;
+  for (fs::directory_iterator it(dir.empty() ? fs::path(".") : dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string entry = it->path().filename().string();
+    if (entry.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string rest = entry.substr(prefix.size());
+    const auto dot = rest.find('.');
+    if (dot == 0 || dot == std::string::npos) continue;
+    char* end_ptr = nullptr;
+    const long pid = std::strtol(rest.c_str(), &end_ptr, 10);
+    if (end_ptr != rest.c_str() + dot || pid <= 0) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+      std::error_code ignored;
+      fs::remove(it->path(), ignored);
+    }
+  }
+}
+
 }  // namespace
+
+BeforeRenameHook set_before_rename_hook(BeforeRenameHook hook) {
+  return g_before_rename.exchange(hook);
+}
 
 void atomic_write(const std::string& path, const void* bytes, size_t size) {
   const fs::path target(path);
@@ -69,12 +99,14 @@ void atomic_write(const std::string& path, const void* bytes, size_t size) {
     ::unlink(tmp.c_str());
     throw Error(msg);
   }
+  if (const BeforeRenameHook hook = g_before_rename.load()) hook(tmp.string(), path);
   if (::rename(tmp.c_str(), target.c_str()) != 0) {
     const std::string msg = os_error("cannot rename temporary file onto", path);
     ::unlink(tmp.c_str());
     throw Error(msg);
   }
   fsync_dir(dir);
+  remove_orphaned_temp_files(dir, target.filename().string());
 }
 
 void TorchCheckpointIO::save_checkpoint(const Checkpoint& checkpoint, const std::string& path) {
