@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "volt/callbacks/model_checkpoint.h"
+#include "volt/checkpoint_io/safetensors.h"
 #include "volt/connectors/callback_connector.h"
 #include "volt/connectors/checkpoint_connector.h"
 #include "volt/connectors/data_connector.h"
@@ -87,6 +88,21 @@ class Trainer::Impl : public TrainerView {
     if (owner_.options_.fast_dev_run > 0) return;  // Lightning: fast_dev_run writes no checkpoints
     if (module_ == nullptr) throw Error("save_checkpoint('" + path + "') before any stage ran: nothing to save.");
     checkpoint_connector_.save(parts(), path, weights_only, logger_connector_.version());
+  }
+  void save_weights_safetensors(const std::string& path) override {
+    if (owner_.options_.fast_dev_run > 0) return;
+    if (module_ == nullptr) throw Error("save_weights_safetensors('" + path + "') before any stage ran: nothing to save.");
+    if (!strategy_->is_global_zero()) return;
+    try {
+      checkpoint_io::save_module_safetensors(*module_, path,
+                                             {{"format", "pt"},
+                                              {"epoch", std::to_string(owner_.state_.current_epoch)},
+                                              {"global_step", std::to_string(owner_.state_.global_step)}});
+    } catch (const CheckpointError&) {
+      throw;
+    } catch (const Error& e) {
+      throw CheckpointError(std::string("saving weights failed: ") + e.what());
+    }
   }
   void remove_checkpoint(const std::string& path) override { strategy_->remove_checkpoint(path); }
   void request_stop(const std::string& reason) override {
@@ -323,8 +339,16 @@ void Trainer::run_fit(Module& module, connectors::DataConnector& data, const std
       state_.batches_done = 0;
       state_.batches_seen = 0;
     }
-    if (!ckpt_path.empty()) {
-      const std::string path = impl.resolve_ckpt_path(ckpt_path);
+    std::string resume_from = ckpt_path;
+    if (resume_from.empty()) {
+      // A job requeued by SLURM continues from the checkpoint its predecessor saved.
+      resume_from = connectors::SignalConnector::latest_requeue_checkpoint(o.default_root_dir);
+      if (!resume_from.empty() && state_.is_global_zero) {
+        std::cout << "volt: resuming from the requeue checkpoint " << resume_from << std::endl;
+      }
+    }
+    if (!resume_from.empty()) {
+      const std::string path = impl.resolve_ckpt_path(resume_from);
       const Checkpoint ckpt = impl.checkpoint_connector_.load(path);
       module.on_load_checkpoint(ckpt);
       connectors::CheckpointConnector::restore_module(module, ckpt, path);
@@ -333,8 +357,11 @@ void Trainer::run_fit(Module& module, connectors::DataConnector& data, const std
     impl.logger_connector_.log_hyperparams(module.hparams());
 
     using CB = callbacks::Callback;
-    // SIGTERM/SIGINT during fit: finish the step, checkpoint, stop (see TrainingEpochLoop).
-    connectors::SignalConnector signals({SIGTERM, SIGINT});
+    // SIGTERM/SIGINT during fit: finish the step, checkpoint, stop (see TrainingEpochLoop);
+    // under SLURM also the requeue signal, which requeues the job after the checkpoint.
+    connectors::SignalConnector signals(
+        {SIGTERM, SIGINT},
+        connectors::SignalConnector::slurm_requeue(o, impl.accelerator_connector_.plan().cluster_env, Environ::current()));
     state_.interrupted_by = 0;
     state_.interrupt_checkpoint.clear();
     auto ctx = impl.loop_context(module, data, &signals);

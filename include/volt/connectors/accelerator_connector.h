@@ -34,6 +34,7 @@ struct Plan {
   bool processes_started_externally = false;  ///< by torchrun, srun, mpirun, ...
   bool find_unused_parameters = false;
   int64_t num_threads = 1;  ///< intra-op threads per process (CPU)
+  bool async_checkpoint = false;  ///< write checkpoints in the background (AsyncCheckpointIO)
   std::string tpu_platform;  ///< "colab", "kaggle", "gce", "unknown" on TPU hosts
   std::string hardware;      ///< where the hardware facts came from
   std::vector<std::string> warnings;
