@@ -126,7 +126,9 @@ int main(int argc, char** argv) {
         t0 = Clock::now();
         const auto back = io.load_checkpoint(path);
         load.push_back(seconds_since(t0));
-        if (!back.tensors.begin()->second.equal(ckpt.tensors.begin()->second)) throw volt::Error("round trip differs");
+        for (const auto& [key, t] : ckpt.tensors) {
+          if (!back.tensors.at(key).equal(t)) throw volt::Error("round trip differs at " + key);
+        }
         std::filesystem::remove(path);
       };
       auto python_round = [&] {
