@@ -11,13 +11,16 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 
 #include <ATen/core/Dict.h>
 #include <ATen/core/ivalue.h>
 #include <ATen/ops/empty.h>
 #include <caffe2/serialize/inline_container.h>
+#include <torch/csrc/jit/serialization/export.h>
 #include <torch/csrc/jit/serialization/import_read.h>
+#include <torch/csrc/jit/serialization/pickler.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 
 #include "volt/core/error.h"
@@ -68,7 +71,15 @@ BeforeRenameHook set_before_rename_hook(BeforeRenameHook hook) {
   return g_before_rename.exchange(hook);
 }
 
-void atomic_write(const std::string& path, const void* bytes, size_t size) {
+namespace {
+
+/// Receives the file's bytes in pieces; false when the write failed (errno kept).
+using ByteSink = std::function<bool(const void*, size_t)>;
+
+/// atomic_write, with the bytes produced piece by piece by `produce` straight into the
+/// temporary file (a 400 MB checkpoint is never held twice in memory). An exception from
+/// `produce` or a failed write removes the temporary file and leaves the target alone.
+void atomic_write_stream(const std::string& path, const std::function<void(const ByteSink&)>& produce) {
   const fs::path target(path);
   const fs::path dir = target.parent_path();
   std::error_code ec;
@@ -82,19 +93,36 @@ void atomic_write(const std::string& path, const void* bytes, size_t size) {
                         std::to_string(counter++));
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw Error(os_error("cannot create temporary file", tmp.string()));
-  const char* p = static_cast<const char*>(bytes);
-  size_t left = size;
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const std::string msg = os_error("cannot write", tmp.string());
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw Error(msg);
+  int write_errno = 0;
+  const ByteSink sink = [&](const void* bytes, size_t size) {
+    if (write_errno != 0) return false;
+    const char* p = static_cast<const char*>(bytes);
+    while (size > 0) {
+      const ssize_t n = ::write(fd, p, size);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        write_errno = errno;
+        return false;
+      }
+      p += n;
+      size -= static_cast<size_t>(n);
     }
-    p += n;
-    left -= static_cast<size_t>(n);
+    return true;
+  };
+  auto fail = [&](const std::string& msg) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw Error(msg);
+  };
+  try {
+    produce(sink);
+  } catch (const std::exception& e) {
+    if (write_errno != 0) errno = write_errno;
+    fail(write_errno != 0 ? os_error("cannot write", tmp.string()) : std::string(e.what()));
+  }
+  if (write_errno != 0) {
+    errno = write_errno;
+    fail(os_error("cannot write", tmp.string()));
   }
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
     const std::string msg = os_error("cannot flush", tmp.string());
@@ -109,6 +137,12 @@ void atomic_write(const std::string& path, const void* bytes, size_t size) {
   }
   fsync_dir(dir);
   remove_orphaned_temp_files(dir, target.filename().string());
+}
+
+}  // namespace
+
+void atomic_write(const std::string& path, const void* bytes, size_t size) {
+  atomic_write_stream(path, [&](const ByteSink& sink) { sink(bytes, size); });
 }
 
 void TorchCheckpointIO::save_checkpoint(const Checkpoint& checkpoint, const std::string& path) {
@@ -127,9 +161,24 @@ void TorchCheckpointIO::save_checkpoint(const Checkpoint& checkpoint, const std:
   root.insert("tensors", tensors);
   root.insert("blobs", blobs);
   root.insert("meta", checkpoint.meta.dump());
-  const std::vector<char> data = torch::jit::pickle_save(root);
   try {
-    atomic_write(path, data.data(), data.size());
+    // What torch::jit::pickle_save does (the format torch.load reads), but the zip
+    // archive goes straight into the file instead of into a vector first.
+    atomic_write_stream(path, [&](const ByteSink& sink) {
+      std::vector<char> pickle;
+      torch::jit::Pickler pickler([&](const char* bytes, size_t size) { pickle.insert(pickle.end(), bytes, bytes + size); });
+      pickler.protocol();
+      pickler.pushIValue(root);
+      pickler.stop();
+      // A failed write is remembered by the sink and raised after the archive is done:
+      // reporting it to the zip writer would make its destructor throw (terminate).
+      caffe2::serialize::PyTorchStreamWriter writer([&](const void* bytes, size_t size) -> size_t {
+        sink(bytes, size);
+        return size;
+      });
+      torch::jit::writeArchiveAndTensors("data", pickle.data(), pickle.size(), pickler.tensorData(), writer);
+      writer.writeEndOfFile();
+    });
   } catch (const Error& e) {
     throw CheckpointError(std::string("saving checkpoint failed: ") + e.what());
   }
