@@ -21,7 +21,7 @@ done
 packages=(
   libtorch-dev libgloo-dev libopenblas0-openmp cmake ninja-build g++ ccache
   libyaml-cpp-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
-  zlib1g-dev dataset-fashion-mnist git ca-certificates python3-numpy
+  zlib1g-dev dataset-fashion-mnist git ca-certificates python3-numpy python3-torch
 )
 
 missing=()
