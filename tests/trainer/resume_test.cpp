@@ -17,7 +17,6 @@
 #include <optional>
 #include <string>
 
-#include <ATen/Parallel.h>
 #include <ATen/ops/cross_entropy_loss.h>
 #include <gtest/gtest.h>
 #include <torch/nn/modules/dropout.h>
@@ -219,38 +218,56 @@ TEST(ExactResume, StepLRScheduleWithAsyncCheckpointing) {
   expect_exact_resume(s, Interrupt{5}, 6);
 }
 
-TEST(ExactResume, SigkillAfterACheckpointResumesFromLastBitwise) {
-  ScratchDir dir;
-  const RunSetup s;
-  auto checkpoints = [&](const std::string& root) {
-    volt::callbacks::ModelCheckpoint::Options o;
-    o.dirpath = root + "/ckpts";
-    o.every_n_train_steps = 1;
-    o.save_last = true;
-    o.save_top_k = 0;
-    return std::vector<std::shared_ptr<volt::callbacks::Callback>>{
-        std::make_shared<volt::callbacks::ModelCheckpoint>(o)};
-  };
-  volt::seed_everything(21);
-  const RunResult reference = fit(dir / "reference", s, {}, "", checkpoints(dir / "reference"));
+const char* const kSigkillChildRoot = "VOLT_TEST_SIGKILL_CHILD_ROOT";
 
-  // A child process trains and is killed (no handler can run) inside step 6, after the
-  // checkpoint of step 5 was written.
+std::vector<std::shared_ptr<volt::callbacks::Callback>> step_checkpoints(const std::string& root) {
+  volt::callbacks::ModelCheckpoint::Options o;
+  o.dirpath = root + "/ckpts";
+  o.every_n_train_steps = 1;
+  o.save_last = true;
+  o.save_top_k = 0;
+  return {std::make_shared<volt::callbacks::ModelCheckpoint>(o)};
+}
+
+TEST(ExactResume, SigkillAfterACheckpointResumesFromLastBitwise) {
+  const RunSetup s;
+  if (const char* root = std::getenv(kSigkillChildRoot)) {
+    // The child: trains and is killed (no handler can run) inside step 6, after the
+    // checkpoint of step 5 was written.
+    volt::seed_everything(21);
+    fit(root, s, Interrupt{6, false, SIGKILL}, "", step_checkpoints(root));
+    std::_Exit(3);  // not reached when the kill works
+  }
+  ScratchDir dir;
+  volt::seed_everything(21);
+  const RunResult reference = fit(dir / "reference", s, {}, "", step_checkpoints(dir / "reference"));
+
+  // A fresh process (this test binary again), not a bare fork: LibTorch 2.x refuses to
+  // run autograd in a forked child of a process that already ran it.
+  const std::string killed = dir / "killed";
+  const std::string filter = "--gtest_filter=ExactResume.SigkillAfterACheckpointResumesFromLastBitwise";
+  const std::string env_entry = std::string(kSigkillChildRoot) + "=" + killed;
+  std::vector<char*> envp;
+  for (char** e = environ; *e != nullptr; ++e) envp.push_back(*e);
+  envp.push_back(const_cast<char*>(env_entry.c_str()));
+  envp.push_back(nullptr);
+  char exe[] = "/proc/self/exe";
+  std::vector<char*> argv{exe, const_cast<char*>(filter.c_str()), nullptr};
   const pid_t pid = ::fork();
   if (pid == 0) {
-    at::set_num_threads(1);
-    volt::seed_everything(21);
-    fit(dir / "killed", s, Interrupt{6, false, SIGKILL}, "", checkpoints(dir / "killed"));
-    ::_exit(3);  // not reached when the kill works
+    ::execve(exe, argv.data(), envp.data());
+    ::_exit(127);
   }
   int status = 0;
   ::waitpid(pid, &status, 0);
   ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "status " << status;
-  const std::string last = dir / "killed/ckpts/last.ckpt";
+  const std::string last = killed + "/ckpts/last.ckpt";
   ASSERT_TRUE(fs::exists(last));
+  EXPECT_EQ(volt::checkpoint_io::TorchCheckpointIO().load_checkpoint(last).meta.at("global_step").get<int64_t>(), 6)
+      << "the last checkpoint before the kill is the one of step 6 (global_step counts steps done)";
 
   volt::seed_everything(5);
-  const RunResult resumed = fit(dir / "killed", s, {}, last, checkpoints(dir / "killed"));
+  const RunResult resumed = fit(killed, s, {}, last, step_checkpoints(killed));
   EXPECT_EQ(resumed.global_step, reference.global_step);
   expect_bitwise_equal(reference.weights, resumed.weights);
 }
