@@ -1,5 +1,6 @@
 #pragma once
 /// Every public header of volt/checkpoint_io/.
+#include "volt/checkpoint_io/async_checkpoint_io.h"
 #include "volt/checkpoint_io/checkpoint_io.h"
 #include "volt/checkpoint_io/torch_checkpoint_io.h"
 #include "volt/checkpoint_io/safetensors.h"

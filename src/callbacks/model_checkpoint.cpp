@@ -588,12 +588,22 @@ bool ModelCheckpoint::should_remove(const std::string& previous,
 void ModelCheckpoint::save(TrainerView& view, const std::string& path) {
   live_paths_.insert(path);
   view.save_checkpoint(path, options_.save_weights_only);
+  if (options_.save_safetensors) view.save_weights_safetensors(safetensors_path(path));
   last_global_step_saved_ = view.state().global_step;
 }
 
 void ModelCheckpoint::remove(TrainerView& view, const std::string& path) {
   live_paths_.erase(path);
-  if (view.state().is_global_zero) view.remove_checkpoint(path);
+  if (!view.state().is_global_zero) return;
+  view.remove_checkpoint(path);
+  if (options_.save_safetensors) view.remove_checkpoint(safetensors_path(path));
+}
+
+std::string ModelCheckpoint::safetensors_path(const std::string& ckpt_path) {
+  const std::string ext = ".ckpt";
+  const bool has_ext =
+      ckpt_path.size() >= ext.size() && ckpt_path.compare(ckpt_path.size() - ext.size(), ext.size(), ext) == 0;
+  return (has_ext ? ckpt_path.substr(0, ckpt_path.size() - ext.size()) : ckpt_path) + ".safetensors";
 }
 
 }  // namespace volt::callbacks

@@ -278,6 +278,7 @@ const std::vector<TrainerField>& trainer_fields() {
       field("enable_progress_bar", &O::enable_progress_bar, "show a progress bar"),
       field("enable_checkpointing", &O::enable_checkpointing,
             "save checkpoints with the default checkpoint callback"),
+      field("async_checkpoint", &O::async_checkpoint, "write checkpoints in a background thread"),
       field("enable_model_summary", &O::enable_model_summary, "print a model summary at start"),
       field("logger", &O::logger, "attach the default CSV logger when no logger is given"),
       field("log_every_n_steps", &O::log_every_n_steps, "log metrics every n training steps"),

@@ -9,6 +9,7 @@
 #include "volt/accelerators/cuda_accelerator.h"
 #include "volt/accelerators/devices.h"
 #include "volt/accelerators/tpu_accelerator.h"
+#include "volt/checkpoint_io/async_checkpoint_io.h"
 #include "volt/checkpoint_io/torch_checkpoint_io.h"
 #include "volt/core/compat.h"
 #include "volt/core/error.h"
@@ -188,6 +189,7 @@ AcceleratorConnector::AcceleratorConnector(const TrainerOptions& options, const 
   // 2-3. The accelerator, then the devices it resolves.
   p.accelerator = choose_accelerator(options.accelerator, hw);
   p.num_threads = options.num_threads > 0 ? options.num_threads : hw.cpu_cores;
+  p.async_checkpoint = options.async_checkpoint;
   auto accelerator = make_accelerator(p.accelerator, hw, p.num_threads);
   p.device_ids = accelerator->parse_devices(devices);
   p.num_devices = static_cast<int64_t>(p.device_ids.size());
@@ -308,7 +310,10 @@ std::shared_ptr<strategies::Strategy> AcceleratorConnector::build_stack(const Pl
                                   accelerator,
                                   make_precision(p.accelerator),
                                   environment,
-                                  std::make_shared<checkpoint_io::TorchCheckpointIO>(),
+                                  p.async_checkpoint
+                                      ? std::shared_ptr<checkpoint_io::CheckpointIO>(
+                                            std::make_shared<checkpoint_io::AsyncCheckpointIO>())
+                                      : std::make_shared<checkpoint_io::TorchCheckpointIO>(),
                                   devices,
                                   devices.at(root),
                                   p.ddp};

@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
 #include <ATen/core/Generator.h>
 #include <c10/util/irange.h>
 #include <torch/optim/optimizer.h>
@@ -19,6 +20,36 @@ namespace {
 
 const std::string kStateDictPrefix = "state_dict.";
 const std::string kCpuRngKey = "rng.cpu";
+
+const std::string kCudaRngPrefix = "rng.cuda.";
+
+/// One generator state per visible GPU ("rng.cuda.<index>"); nothing on a CPU-only build
+/// or machine. at::Context's generator lookup works the same in LibTorch 1.13 and 2.x.
+void dump_cuda_rng(Checkpoint& ckpt) {
+  if (!at::hasCUDA()) return;
+  const auto n = static_cast<c10::DeviceIndex>(at::getNumGPUs());
+  for (c10::DeviceIndex i = 0; i < n; ++i) {
+    auto gen = at::globalContext().defaultGenerator(c10::Device(c10::DeviceType::CUDA, i));
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    ckpt.tensors[kCudaRngPrefix + std::to_string(i)] = gen.get_state();
+  }
+}
+
+/// Restores the states of the GPUs this process sees; states of GPUs it does not see (a
+/// CPU resume of a GPU run, fewer GPUs) are left out: those generators do not exist here.
+void restore_cuda_rng(const Checkpoint& ckpt) {
+  if (!at::hasCUDA()) return;
+  const auto n = static_cast<int64_t>(at::getNumGPUs());
+  for (const auto& [key, state] : ckpt.tensors) {
+    if (key.compare(0, kCudaRngPrefix.size(), kCudaRngPrefix) != 0) continue;
+    const int64_t index = std::stoll(key.substr(kCudaRngPrefix.size()));
+    if (index < 0 || index >= n) continue;
+    auto gen = at::globalContext().defaultGenerator(
+        c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(index)));
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_state(state);
+  }
+}
 
 std::string optimizer_key(size_t i) {
   return "optimizer." + std::to_string(i);
@@ -72,6 +103,7 @@ Checkpoint CheckpointConnector::dump(const CheckpointParts& parts, bool weights_
       std::lock_guard<std::mutex> lock(gen.mutex());
       ckpt.tensors[kCpuRngKey] = gen.get_state();
     }
+    dump_cuda_rng(ckpt);
     for (const auto& cb : parts.callbacks) cb->on_save_checkpoint(parts.view, ckpt);
   }
   const_cast<Module&>(parts.module).on_save_checkpoint(ckpt);
@@ -148,6 +180,7 @@ void CheckpointConnector::restore_training_state(const CheckpointParts& parts, c
     std::lock_guard<std::mutex> lock(gen.mutex());
     gen.set_state(rng->second);
   }
+  restore_cuda_rng(checkpoint);
 }
 
 }  // namespace volt::connectors

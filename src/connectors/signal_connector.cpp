@@ -3,7 +3,14 @@
 #include <csignal>
 #include <cstring>
 
+#include <algorithm>
+#include <cctype>
+
+#include <sys/wait.h>
+
 #include <atomic>
+#include <cstdlib>
+#include <filesystem>
 
 #include "volt/core/error.h"
 #include "volt/strategies/worker_group.h"
@@ -27,7 +34,11 @@ extern "C" void on_signal(int signal) {
 
 }  // namespace
 
-SignalConnector::SignalConnector(std::vector<int> signals) : signals_(std::move(signals)) {
+SignalConnector::SignalConnector(std::vector<int> signals, RequeueSettings requeue)
+    : requeue_(std::move(requeue)), signals_(std::move(signals)) {
+  if (requeue_.signal != 0 && std::find(signals_.begin(), signals_.end(), requeue_.signal) == signals_.end()) {
+    signals_.push_back(requeue_.signal);
+  }
   g_received.store(0);
   for (int s : signals_) {
     struct sigaction action {};
@@ -64,8 +75,98 @@ std::string SignalConnector::name(int signal) {
     case SIGUSR1: return "SIGUSR1";
     case SIGUSR2: return "SIGUSR2";
     case SIGHUP: return "SIGHUP";
+    case SIGALRM: return "SIGALRM";
+    case SIGCONT: return "SIGCONT";
     default: return "signal " + std::to_string(signal);
   }
+}
+
+int SignalConnector::parse_signal(const std::string& text, const std::string& flag) {
+  std::string name = text;
+  for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (name.compare(0, 3, "SIG") != 0) name = "SIG" + name;
+  for (int s : {SIGUSR1, SIGUSR2, SIGTERM, SIGINT, SIGHUP, SIGALRM, SIGCONT}) {
+    if (SignalConnector::name(s) == name) return s;
+  }
+  if (!text.empty() && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    const int s = std::atoi(text.c_str());
+    if (s > 0 && s < NSIG && s != SIGKILL && s != SIGSTOP) return s;
+  }
+  throw ConfigError(flag + "='" + text + "' is not a signal Volt can catch. Use SIGUSR1 (SLURM's usual choice with "
+                    "#SBATCH --signal=USR1@90), SIGUSR2, SIGTERM, SIGINT, SIGHUP, SIGALRM, SIGCONT or a number other "
+                    "than 9 (SIGKILL) and 19 (SIGSTOP).");
+}
+
+RequeueSettings SignalConnector::slurm_requeue(const TrainerOptions& options, const std::string& cluster_env,
+                                               const Environ& env) {
+  RequeueSettings r;
+  if (!options.slurm_auto_requeue || cluster_env != "slurm") return r;
+  r.signal = parse_signal(options.slurm_requeue_signal, "slurm_requeue_signal");
+  r.command = options.slurm_requeue_command;
+  r.job_id = env.get_or("SLURM_JOB_ID", "");
+  if (env.has("SLURM_ARRAY_JOB_ID") && env.has("SLURM_ARRAY_TASK_ID")) {
+    // An array task requeues only itself.
+    r.job_id = env.get_or("SLURM_ARRAY_JOB_ID", "") + "_" + env.get_or("SLURM_ARRAY_TASK_ID", "");
+  }
+  return r;
+}
+
+std::string SignalConnector::requeue() const {
+  if (requeue_.job_id.empty()) {
+    return "the job was not requeued: SLURM_JOB_ID is not set, so there is no job to requeue.";
+  }
+  // The id is digits and '_' when SLURM sets it; quote it anyway, it goes through a shell.
+  std::string quoted = "'";
+  for (char c : requeue_.job_id) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  quoted += "'";
+  const std::string command = requeue_.command + " " + quoted;
+  const int status = std::system(command.c_str());
+  if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+    return "requeued job " + requeue_.job_id + " (" + command + ").";
+  }
+  const std::string why = status == -1 ? "could not be started"
+                          : WIFEXITED(status) ? "exited with status " + std::to_string(WEXITSTATUS(status))
+                                              : "was killed";
+  return "requeueing job " + requeue_.job_id + " failed: '" + command + "' " + why +
+         ". Requeue it by hand (scontrol requeue " + requeue_.job_id + ") or check slurm_requeue_command.";
+}
+
+namespace {
+
+/// n of "hpc_ckpt_<n>.ckpt", or -1.
+int64_t hpc_number(const std::string& file) {
+  const std::string prefix = "hpc_ckpt_", suffix = ".ckpt";
+  if (file.size() <= prefix.size() + suffix.size() || file.compare(0, prefix.size(), prefix) != 0 ||
+      file.compare(file.size() - suffix.size(), suffix.size(), suffix) != 0) {
+    return -1;
+  }
+  const std::string digits = file.substr(prefix.size(), file.size() - prefix.size() - suffix.size());
+  if (digits.size() > 9 || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return -1;
+  }
+  return std::stoll(digits);
+}
+
+std::pair<int64_t, std::string> highest_hpc(const std::string& root) {
+  std::pair<int64_t, std::string> best{0, ""};
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(root.empty() ? "." : root, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    const int64_t n = hpc_number(it->path().filename().string());
+    if (n > best.first) best = {n, it->path().string()};
+  }
+  return best;
+}
+
+}  // namespace
+
+std::string SignalConnector::requeue_checkpoint_path(const std::string& root) {
+  const auto next = highest_hpc(root).first + 1;
+  return (std::filesystem::path(root.empty() ? "." : root) / ("hpc_ckpt_" + std::to_string(next) + ".ckpt")).string();
+}
+
+std::string SignalConnector::latest_requeue_checkpoint(const std::string& root) {
+  return highest_hpc(root).second;
 }
 
 }  // namespace volt::connectors

@@ -30,20 +30,30 @@ bool TrainingEpochLoop::should_validate_after(int64_t batch_idx, int64_t num_bat
   return (batch_idx + 1) % every == 0;
 }
 
-bool TrainingEpochLoop::interrupted() {
-  if (ctx_.signals == nullptr) return false;
+bool TrainingEpochLoop::interrupted(bool at_step_boundary) {
+  if (ctx_.signals == nullptr || !at_step_boundary) return false;
   const int signal = ctx_.signals->received();
   // Every rank must agree, or some would wait in the next collective forever.
   if (!ctx_.view.reduce_boolean_decision(signal != 0, /*all=*/false)) return false;
   auto& state = ctx_.state;
-  const std::string path = ctx_.view.log_dir() + "/checkpoints/interrupted.ckpt";
+  // SLURM's requeue signal: the checkpoint goes where a requeued job looks for it.
+  const bool requeue = ctx_.signals->is_requeue(signal);
+  const std::string path = requeue ? connectors::SignalConnector::requeue_checkpoint_path(ctx_.options.default_root_dir)
+                                   : ctx_.view.log_dir() + "/checkpoints/interrupted.ckpt";
   ctx_.view.save_checkpoint(path);
   state.interrupted_by = signal;
   state.interrupt_checkpoint = path;
-  ctx_.view.request_stop("received " + connectors::SignalConnector::name(signal) + ": finished step " +
-                         std::to_string(state.global_step) + " (epoch " + std::to_string(state.current_epoch) +
-                         ", batch " + std::to_string(state.batches_done) + ") and saved " + path +
-                         "; resume with fit(..., ckpt_path=\"" + path + "\").");
+  std::string reason = "received " + connectors::SignalConnector::name(signal) + ": finished step " +
+                       std::to_string(state.global_step) + " (epoch " + std::to_string(state.current_epoch) +
+                       ", batch " + std::to_string(state.batches_done) + ") and saved " + path;
+  if (requeue) {
+    // Only rank 0 requeues: one job, one requeue.
+    reason += "; " + (state.is_global_zero ? ctx_.signals->requeue() : std::string("rank 0 requeues the job.")) +
+              " The requeued job resumes from it.";
+  } else {
+    reason += "; resume with fit(..., ckpt_path=\"" + path + "\").";
+  }
+  ctx_.view.request_stop(reason);
   return true;
 }
 
@@ -135,7 +145,7 @@ void TrainingEpochLoop::run() {
     const bool stop = (state.should_stop && may_stop) || reached_max_steps();
     if (last && automatic) step_schedulers(Interval::kEpoch);
     if (should_validate_after(batch_idx, num_batches, last || stop)) run_validation();
-    if (interrupted()) return;
+    if (interrupted(stepped || !automatic)) return;
     if (stop) break;
   }
   stream.reset();

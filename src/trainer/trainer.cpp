@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "volt/callbacks/model_checkpoint.h"
+#include "volt/checkpoint_io/safetensors.h"
 #include "volt/connectors/callback_connector.h"
 #include "volt/connectors/checkpoint_connector.h"
 #include "volt/connectors/data_connector.h"
@@ -233,8 +234,16 @@ void Trainer::run_fit(Module& module, connectors::DataConnector& data, const std
 
     configure_optimizers_once(module);
     if (spawn_worker) spawn_worker_restore_start(module, /*full=*/true);
-    if (!ckpt_path.empty()) {
-      const std::string path = impl.resolve_ckpt_path(ckpt_path);
+    std::string resume_from = ckpt_path;
+    if (resume_from.empty()) {
+      // A job requeued by SLURM continues from the checkpoint its predecessor saved.
+      resume_from = connectors::SignalConnector::latest_requeue_checkpoint(o.default_root_dir);
+      if (!resume_from.empty() && state_.is_global_zero) {
+        std::cout << "volt: resuming from the requeue checkpoint " << resume_from << std::endl;
+      }
+    }
+    if (!resume_from.empty()) {
+      const std::string path = impl.resolve_ckpt_path(resume_from);
       const Checkpoint ckpt = impl.checkpoint_connector_.load(path);
       module.on_load_checkpoint(ckpt);
       connectors::CheckpointConnector::restore_module(module, ckpt, path);
@@ -243,8 +252,11 @@ void Trainer::run_fit(Module& module, connectors::DataConnector& data, const std
     impl.logger_connector_.log_hyperparams(module.hparams());
 
     using CB = callbacks::Callback;
-    // SIGTERM/SIGINT during fit: finish the step, checkpoint, stop (see TrainingEpochLoop).
-    connectors::SignalConnector signals({SIGTERM, SIGINT});
+    // SIGTERM/SIGINT during fit: finish the step, checkpoint, stop (see TrainingEpochLoop);
+    // under SLURM also the requeue signal, which requeues the job after the checkpoint.
+    connectors::SignalConnector signals(
+        {SIGTERM, SIGINT},
+        connectors::SignalConnector::slurm_requeue(o, impl.accelerator_connector_.plan().cluster_env, Environ::current()));
     state_.interrupted_by = 0;
     state_.interrupt_checkpoint.clear();
     auto ctx = impl.loop_context(module, data, &signals);

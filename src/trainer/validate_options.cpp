@@ -1,5 +1,6 @@
 #include <string>
 
+#include "volt/connectors/signal_connector.h"
 #include "volt/core/error.h"
 #include "volt/trainer/trainer.h"
 
@@ -35,6 +36,12 @@ void validate_trainer_options(const TrainerOptions& o) {
   check(o.min_steps >= 0, "min_steps=" + n(o.min_steps) + " is negative. Use 0 or more.");
   check(o.max_steps < 0 || o.min_steps <= o.max_steps,
         "min_steps=" + n(o.min_steps) + " is larger than max_steps=" + n(o.max_steps) + ". Lower min_steps or raise max_steps.");
+  if (o.slurm_auto_requeue) {
+    connectors::SignalConnector::parse_signal(o.slurm_requeue_signal, "slurm_requeue_signal");
+    check(o.slurm_requeue_command.find_first_not_of(" \t") != std::string::npos,
+          "slurm_requeue_command is empty while slurm_auto_requeue=true. Give the command that requeues a job "
+          "(default \"scontrol requeue\"), or set slurm_auto_requeue=false.");
+  }
   check_limit(o.limit_train_batches, "limit_train_batches");
   check_limit(o.limit_val_batches, "limit_val_batches");
   check_limit(o.limit_test_batches, "limit_test_batches");

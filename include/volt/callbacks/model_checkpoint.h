@@ -66,6 +66,11 @@ class ModelCheckpoint : public Callback {
     bool auto_insert_metric_name = true;
     /// Append "-v1", "-v2", ... instead of overwriting a file that exists.
     bool enable_version_counter = true;
+    /// Next to every checkpoint it writes, also write the module's weights as a
+    /// .safetensors file of the same name ("epoch=1-step=20.safetensors" beside
+    /// "epoch=1-step=20.ckpt"), readable by Hugging Face's safetensors and PyTorch users;
+    /// it is removed together with its checkpoint.
+    bool save_safetensors = false;
   };
 
   /// Lightning's defaults: save the latest checkpoint at every epoch end, keep one.
@@ -170,6 +175,7 @@ class ModelCheckpoint : public Callback {
   void save(TrainerView& view, const std::string& path);
   void remove(TrainerView& view, const std::string& path);
   std::string missing_monitor_message(const TrainerView& view) const;
+  static std::string safetensors_path(const std::string& ckpt_path);
 
   Options options_;
   int64_t every_n_epochs_ = 1;

@@ -15,7 +15,17 @@ class TorchCheckpointIO : public CheckpointIO {
 };
 
 /// Writes `bytes` to `path` atomically (temp file in the same folder, fsync, rename,
-/// fsync of the folder); creates the folder. Throws volt::Error naming the path.
+/// fsync of the folder); creates the folder. Afterwards removes temporary files for the
+/// same target that processes which no longer run left behind (they died before their
+/// rename). Throws volt::Error naming the path.
 void atomic_write(const std::string& path, const void* bytes, size_t size);
+
+/// Called by atomic_write after the temporary file is complete and fsynced, just before
+/// it is renamed onto the target: (temporary path, target path).
+using BeforeRenameHook = void (*)(const std::string& temp_path, const std::string& target);
+/// Installs a hook for crash tests (one that aborts the process there shows that the
+/// previous file survives); nullptr removes it. Returns the previous hook. Not for
+/// production use: every atomic write in the process calls it.
+BeforeRenameHook set_before_rename_hook(BeforeRenameHook hook);
 
 }  // namespace volt::checkpoint_io

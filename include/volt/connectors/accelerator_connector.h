@@ -37,6 +37,7 @@ struct Plan {
   /// ddp family: backend ("gloo", "nccl"), timeouts, buckets.
   strategies::DDPOptions ddp;
   int64_t num_threads = 1;  ///< intra-op threads per process (CPU)
+  bool async_checkpoint = false;  ///< write checkpoints in the background (AsyncCheckpointIO)
   std::string tpu_platform;  ///< "colab", "kaggle", "gce", "unknown" on TPU hosts
   std::string hardware;      ///< where the hardware facts came from
   std::vector<std::string> warnings;

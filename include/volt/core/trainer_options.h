@@ -75,6 +75,10 @@ struct TrainerOptions {
   std::string default_root_dir = ".";
   bool enable_progress_bar = true;
   bool enable_checkpointing = true;
+  /// Write checkpoints in a background thread (checkpoint_io::AsyncCheckpointIO): the
+  /// loop is blocked only while the tensors are copied; a failed write is raised at the
+  /// next save or at the end of the stage.
+  bool async_checkpoint = false;
   bool enable_model_summary = true;
   /// Attach the default CSV logger when no logger is given.
   bool logger = true;

@@ -35,6 +35,10 @@ class TrainerView {
   /// Writes a checkpoint of the whole run (or only the weights) to `path`, atomically,
   /// on rank 0; all ranks must call it.
   virtual void save_checkpoint(const std::string& path, bool weights_only = false) = 0;
+  /// Writes the module's parameters and buffers to `path` as a .safetensors file,
+  /// atomically, on rank 0 (epoch and global step go in its metadata); all ranks call it.
+  /// The default throws NotSupportedError: only the Trainer's view can write files.
+  virtual void save_weights_safetensors(const std::string& path);
   /// Deletes a checkpoint file written earlier (rank 0).
   virtual void remove_checkpoint(const std::string& path) = 0;
   /// Asks the fit loop to stop after the current step; the reason is printed once.

@@ -23,9 +23,11 @@ class TrainingEpochLoop : public Loop {
   void run_validation();
   void step_schedulers(Interval interval);
   bool reached_max_steps() const;
-  /// After a batch: if a termination signal arrived, saves interrupted.ckpt, asks to stop
-  /// and returns true (the epoch then ends without its epoch-end hooks).
-  bool interrupted();
+  /// After a batch: if a termination signal arrived, saves interrupted.ckpt (or, on
+  /// SLURM's requeue signal, hpc_ckpt_<n>.ckpt and requeues the job), asks to stop and
+  /// returns true. `at_step_boundary` false (gradients of an unfinished accumulation
+  /// window, which no checkpoint holds): the signal waits until the window's optimizer step.
+  bool interrupted(bool at_step_boundary);
 };
 
 }  // namespace volt::loops

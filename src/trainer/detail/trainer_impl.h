@@ -8,6 +8,7 @@
 #include <torch/optim/optimizer.h>
 
 #include "volt/callbacks/model_checkpoint.h"
+#include "volt/checkpoint_io/safetensors.h"
 #include "volt/connectors/callback_connector.h"
 #include "volt/connectors/checkpoint_connector.h"
 #include "volt/connectors/data_connector.h"
@@ -87,6 +88,21 @@ class Trainer::Impl : public TrainerView {
     if (owner_.options_.fast_dev_run > 0) return;  // Lightning: fast_dev_run writes no checkpoints
     if (module_ == nullptr) throw Error("save_checkpoint('" + path + "') before any stage ran: nothing to save.");
     checkpoint_connector_.save(parts(), path, weights_only, logger_connector_.version());
+  }
+  void save_weights_safetensors(const std::string& path) override {
+    if (owner_.options_.fast_dev_run > 0) return;
+    if (module_ == nullptr) throw Error("save_weights_safetensors('" + path + "') before any stage ran: nothing to save.");
+    if (!strategy_->is_global_zero()) return;
+    try {
+      checkpoint_io::save_module_safetensors(*module_, path,
+                                             {{"format", "pt"},
+                                              {"epoch", std::to_string(owner_.state_.current_epoch)},
+                                              {"global_step", std::to_string(owner_.state_.global_step)}});
+    } catch (const CheckpointError&) {
+      throw;
+    } catch (const Error& e) {
+      throw CheckpointError(std::string("saving weights failed: ") + e.what());
+    }
   }
   void remove_checkpoint(const std::string& path) override { strategy_->remove_checkpoint(path); }
   void request_stop(const std::string& reason) override {
