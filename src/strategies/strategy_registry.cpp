@@ -5,6 +5,7 @@
 
 #include "volt/core/error.h"
 #include "volt/strategies/single_device_strategy.h"
+#include "volt/strategies/single_xla_strategy.h"
 
 namespace volt::strategies {
 
@@ -62,6 +63,11 @@ std::map<std::string, StrategyFactory>& factories() {
     built_in["single_device"] = [](const StrategyParts& p) -> std::shared_ptr<Strategy> {
       return std::make_shared<SingleDeviceStrategy>(p.root_device, p.accelerator, p.precision, p.environment,
                                                     p.checkpoint_io);
+    };
+    built_in["single_xla"] = [](const StrategyParts& p) -> std::shared_ptr<Strategy> {
+      return std::make_shared<SingleXLAStrategy>(
+          p.root_device, std::dynamic_pointer_cast<accelerators::TPUAccelerator>(p.accelerator), p.precision,
+          p.environment, p.checkpoint_io);
     };
     return built_in;
   }();
