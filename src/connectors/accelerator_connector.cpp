@@ -260,7 +260,8 @@ std::shared_ptr<strategies::Strategy> AcceleratorConnector::build_stack(const Pl
   if (!factory) {
     throw NotSupportedError("strategy='" + p.strategy + "' resolves (volt plan shows its layout), but this build of "
                             "Volt has no " + p.strategy + " training routine. Train with devices=1 and "
-                            "strategy=\"single_device\" (or \"auto\").");
+                            "strategy=\"" + (p.accelerator == "tpu" ? "single_xla" : "single_device") +
+                            "\" (or \"auto\").");
   }
   auto make_precision = precision::precision_factory(p.precision);
   if (plugin) {
