@@ -47,10 +47,14 @@ Args parse(int argc, char** argv) {
       if (i + 1 >= argc) throw volt::ConfigError(k + " needs a value; see --help");
       return argv[++i];
     };
-    if (k == "--model") a.model = next();
-    else if (k == "--steps") a.steps = std::stoll(next());
-    else if (k == "--rounds") a.rounds = std::stoll(next());
-    else if (k == "--threads") a.threads = std::stoll(next());
+    if (k == "--model")
+      a.model = next();
+    else if (k == "--steps")
+      a.steps = std::stoll(next());
+    else if (k == "--rounds")
+      a.rounds = std::stoll(next());
+    else if (k == "--threads")
+      a.threads = std::stoll(next());
     else if (k == "--help" || k == "-h") {
       std::cout << "tpu_emulation [--model mlp|cnn] [--steps N] [--rounds R] [--threads T]\n";
       std::exit(0);
@@ -215,11 +219,12 @@ int main(int argc, char** argv) try {
               median(tpu_sps), median(tpu_sps) / median(cpu_sps));
   std::printf("first step (compilation included): single_xla %.3f s (first run), %.3f s (median); cpu %.3f s\n",
               tpu_first.front(), median(tpu_first), median(cpu_first));
-  std::printf("graphs compiled: %lld in the first run, %lld in the %lld later runs; graphs reused: %lld (%.2f per "
-              "step)\n",
-              static_cast<long long>(first_uncached), static_cast<long long>(later_uncached),
-              static_cast<long long>(a.rounds - 1), static_cast<long long>(cached_total),
-              static_cast<double>(cached_total) / static_cast<double>(a.steps * a.rounds));
+  std::printf(
+      "graphs compiled: %lld in the first run, %lld in the %lld later runs; graphs reused: %lld (%.2f per "
+      "step)\n",
+      static_cast<long long>(first_uncached), static_cast<long long>(later_uncached),
+      static_cast<long long>(a.rounds - 1), static_cast<long long>(cached_total),
+      static_cast<double>(cached_total) / static_cast<double>(a.steps * a.rounds));
   std::filesystem::remove_all(root);
   // A graph that grows every step compiles anew every step.
   return later_uncached == 0 ? 0 : 1;

@@ -29,8 +29,8 @@ void write_error(char* error, size_t size, const std::string& message) {
 
 int emulation_mark_step(int device_index, char* error, size_t error_size) {
   try {
-    const torch::lazy::BackendDevice device = torch::lazy::atenDeviceToBackendDevice(
-        c10::Device(c10::kLazy, static_cast<c10::DeviceIndex>(device_index)));
+    const torch::lazy::BackendDevice device =
+        torch::lazy::atenDeviceToBackendDevice(c10::Device(c10::kLazy, static_cast<c10::DeviceIndex>(device_index)));
     // wait=true: the step is done when this returns, as xm.mark_step() + wait would be.
     torch::lazy::LazyGraphExecutor::Get()->SyncLiveTensorsGraph(&device, {}, /*wait=*/true);
     return 0;
@@ -68,9 +68,12 @@ int volt_tpu_emulation_init(VoltTpuRuntime* runtime, int device_count, char* err
 
 std::string TpuRuntimeSpec::to_string() const {
   switch (kind) {
-    case Kind::kNone: return "none";
-    case Kind::kLibrary: return "library:" + library;
-    case Kind::kEmulation: return "emulation:lazy:" + host_type;
+    case Kind::kNone:
+      return "none";
+    case Kind::kLibrary:
+      return "library:" + library;
+    case Kind::kEmulation:
+      return "emulation:lazy:" + host_type;
   }
   return "none";
 }
@@ -90,7 +93,8 @@ TpuRuntimeSpec TpuRuntimeSpec::parse(const std::string& text) {
     parse_tpu_accelerator_type(spec.host_type);
     return spec;
   }
-  throw ConfigError("TPU runtime '" + text + "' is not understood. Known forms: none, library:/path/lib.so, "
+  throw ConfigError("TPU runtime '" + text +
+                    "' is not understood. Known forms: none, library:/path/lib.so, "
                     "emulation:lazy:v3-8.");
 }
 
@@ -98,7 +102,8 @@ TpuRuntimeSpec TpuRuntimeSpec::from_environ(const Environ& env) {
   TpuRuntimeSpec spec;
   if (auto lib = env.get(kLibraryVar)) {
     if (lib->empty()) {
-      throw ConfigError(std::string(kLibraryVar) + " is set but empty. Set it to the path of a TPU runtime library "
+      throw ConfigError(std::string(kLibraryVar) +
+                        " is set but empty. Set it to the path of a TPU runtime library "
                         "(see docs/tpu.md), or unset it.");
     }
     spec.kind = Kind::kLibrary;
@@ -107,7 +112,8 @@ TpuRuntimeSpec TpuRuntimeSpec::from_environ(const Environ& env) {
   }
   if (auto emu = env.get(kEmulationVar)) {
     if (*emu != "lazy") {
-      throw ConfigError(std::string(kEmulationVar) + "=" + *emu + " is not known. The one emulation is \"lazy\" "
+      throw ConfigError(std::string(kEmulationVar) + "=" + *emu +
+                        " is not known. The one emulation is \"lazy\" "
                         "(LibTorch's TorchScript lazy backend on the CPU); unset the variable to emulate nothing.");
     }
     spec.kind = Kind::kEmulation;
@@ -137,11 +143,13 @@ TpuRuntime::TpuRuntime(TpuRuntimeSpec spec, const VoltTpuRuntime& table)
   if (type == "lazy") {
     device_type_ = c10::kLazy;
   } else if (type != "xla") {
-    throw ConfigError(where + " reports device type '" + type + "'; Volt knows \"xla\" and \"lazy\". Fix the library's "
+    throw ConfigError(where + " reports device type '" + type +
+                      "'; Volt knows \"xla\" and \"lazy\". Fix the library's "
                       "volt_tpu_runtime_init.");
   }
   if (device_count_ < 1) {
-    throw ConfigError(where + " reports " + std::to_string(device_count_) + " devices; a TPU runtime has at least one.");
+    throw ConfigError(where + " reports " + std::to_string(device_count_) +
+                      " devices; a TPU runtime has at least one.");
   }
   if (mark_step_ == nullptr) {
     throw ConfigError(where + " gives no mark_step function; fill VoltTpuRuntime::mark_step in volt_tpu_runtime_init.");
@@ -160,8 +168,9 @@ std::shared_ptr<TpuRuntime> TpuRuntime::open(const TpuRuntimeSpec& spec) {
   char error[1024] = {0};
   switch (spec.kind) {
     case TpuRuntimeSpec::Kind::kNone:
-      throw NotSupportedError("no TPU runtime was asked for: set VOLT_TPU_RUNTIME_LIBRARY to a runtime library, or "
-                              "VOLT_TPU_EMULATION=lazy to emulate a TPU host on the CPU (docs/tpu.md).");
+      throw NotSupportedError(
+          "no TPU runtime was asked for: set VOLT_TPU_RUNTIME_LIBRARY to a runtime library, or "
+          "VOLT_TPU_EMULATION=lazy to emulate a TPU host on the CPU (docs/tpu.md).");
     case TpuRuntimeSpec::Kind::kEmulation: {
       const int64_t devices = parse_tpu_accelerator_type(spec.host_type).devices_per_host;
       if (volt_tpu_emulation_init(&table, static_cast<int>(devices), error, sizeof error) != 0) {
@@ -174,14 +183,15 @@ std::shared_ptr<TpuRuntime> TpuRuntime::open(const TpuRuntimeSpec& spec) {
       void* handle = ::dlopen(spec.library.c_str(), RTLD_NOW | RTLD_GLOBAL);
       if (handle == nullptr) {
         const char* why = ::dlerror();
-        throw ConfigError("VOLT_TPU_RUNTIME_LIBRARY=" + spec.library + " could not be loaded: " +
-                          (why ? why : "unknown reason") + ". Give the path of a shared library that exports " +
-                          VOLT_TPU_RUNTIME_INIT_SYMBOL + " (docs/tpu.md).");
+        throw ConfigError(
+            "VOLT_TPU_RUNTIME_LIBRARY=" + spec.library + " could not be loaded: " + (why ? why : "unknown reason") +
+            ". Give the path of a shared library that exports " + VOLT_TPU_RUNTIME_INIT_SYMBOL + " (docs/tpu.md).");
       }
       auto init = reinterpret_cast<VoltTpuRuntimeInitFn>(::dlsym(handle, VOLT_TPU_RUNTIME_INIT_SYMBOL));
       if (init == nullptr) {
         throw ConfigError("VOLT_TPU_RUNTIME_LIBRARY=" + spec.library + " has no symbol " +
-                          VOLT_TPU_RUNTIME_INIT_SYMBOL + ". A TPU runtime library exports it as extern \"C\" with "
+                          VOLT_TPU_RUNTIME_INIT_SYMBOL +
+                          ". A TPU runtime library exports it as extern \"C\" with "
                           "the signature in volt/accelerators/tpu_runtime_abi.h.");
       }
       if (init(&table, error, sizeof error) != 0) {
@@ -201,8 +211,8 @@ std::shared_ptr<TpuRuntime> TpuRuntime::open(const TpuRuntimeSpec& spec) {
 }
 
 std::string TpuRuntime::describe() const {
-  const std::string devices = std::to_string(device_count_) + " " + c10::DeviceTypeName(device_type_, true) +
-                              " device(s)";
+  const std::string devices =
+      std::to_string(device_count_) + " " + c10::DeviceTypeName(device_type_, true) + " device(s)";
   if (spec_.kind == TpuRuntimeSpec::Kind::kEmulation) {
     return "emulated " + spec_.host_type + " host: " + name_ + ", " + devices + " (VOLT_TPU_EMULATION=lazy)";
   }
@@ -212,7 +222,8 @@ std::string TpuRuntime::describe() const {
 void TpuRuntime::mark_step(const c10::Device& device) const {
   char error[1024] = {0};
   if (mark_step_(device.has_index() ? device.index() : 0, error, sizeof error) != 0) {
-    throw NotSupportedError("the TPU runtime " + name_ + " failed at a step boundary on " + device.str() + ": " + error);
+    throw NotSupportedError("the TPU runtime " + name_ + " failed at a step boundary on " + device.str() + ": " +
+                            error);
   }
 }
 

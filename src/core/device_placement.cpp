@@ -3,12 +3,12 @@
 #include <functional>
 #include <string>
 
+#include <torch/nn/functional/instancenorm.h>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/embedding.h>
-#include <torch/nn/functional/instancenorm.h>
 #include <torch/nn/modules/instancenorm.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
@@ -152,24 +152,26 @@ void move_optimizer_state(torch::optim::Optimizer& optimizer, const c10::Device&
   for (auto& [key, state] : optimizer.state()) {
     if (!state) continue;
     auto& s = *state;
-    const bool known =
-        move_if<optim::AdamParamState>(s, [&](auto& a) {
-          a.exp_avg(to(a.exp_avg()));
-          a.exp_avg_sq(to(a.exp_avg_sq()));
-          a.max_exp_avg_sq(to(a.max_exp_avg_sq()));
-        }) ||
-        move_if<optim::AdamWParamState>(s, [&](auto& a) {
-          a.exp_avg(to(a.exp_avg()));
-          a.exp_avg_sq(to(a.exp_avg_sq()));
-          a.max_exp_avg_sq(to(a.max_exp_avg_sq()));
-        }) ||
-        move_if<optim::SGDParamState>(s, [&](auto& a) { a.momentum_buffer(to(a.momentum_buffer())); }) ||
-        move_if<optim::RMSpropParamState>(s, [&](auto& a) {
-          a.square_avg(to(a.square_avg()));
-          a.momentum_buffer(to(a.momentum_buffer()));
-          a.grad_avg(to(a.grad_avg()));
-        }) ||
-        move_if<optim::AdagradParamState>(s, [&](auto& a) { a.sum(to(a.sum())); });
+    const bool known = move_if<optim::AdamParamState>(s,
+                                                      [&](auto& a) {
+                                                        a.exp_avg(to(a.exp_avg()));
+                                                        a.exp_avg_sq(to(a.exp_avg_sq()));
+                                                        a.max_exp_avg_sq(to(a.max_exp_avg_sq()));
+                                                      }) ||
+                       move_if<optim::AdamWParamState>(s,
+                                                       [&](auto& a) {
+                                                         a.exp_avg(to(a.exp_avg()));
+                                                         a.exp_avg_sq(to(a.exp_avg_sq()));
+                                                         a.max_exp_avg_sq(to(a.max_exp_avg_sq()));
+                                                       }) ||
+                       move_if<optim::SGDParamState>(s, [&](auto& a) { a.momentum_buffer(to(a.momentum_buffer())); }) ||
+                       move_if<optim::RMSpropParamState>(s,
+                                                         [&](auto& a) {
+                                                           a.square_avg(to(a.square_avg()));
+                                                           a.momentum_buffer(to(a.momentum_buffer()));
+                                                           a.grad_avg(to(a.grad_avg()));
+                                                         }) ||
+                       move_if<optim::AdagradParamState>(s, [&](auto& a) { a.sum(to(a.sum())); });
     if (!known) {
       throw NotSupportedError("cannot move the state of this optimizer to " + device.str() +
                               ": Volt moves the state of Adam, AdamW, SGD, RMSprop and Adagrad. Use one of those on "

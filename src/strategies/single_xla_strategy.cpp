@@ -16,8 +16,9 @@ SingleXLAStrategy::SingleXLAStrategy(c10::Device device, std::shared_ptr<acceler
       device_(device),
       runtime_(accelerator ? accelerator->runtime() : nullptr) {
   if (!runtime_) {
-    throw NotSupportedError("strategy='single_xla' needs a TPU accelerator with a device runtime "
-                            "(VOLT_TPU_RUNTIME_LIBRARY, or VOLT_TPU_EMULATION=lazy on the CPU); none was given.");
+    throw NotSupportedError(
+        "strategy='single_xla' needs a TPU accelerator with a device runtime "
+        "(VOLT_TPU_RUNTIME_LIBRARY, or VOLT_TPU_EMULATION=lazy on the CPU); none was given.");
   }
   if (device_.type() != runtime_->device_type()) {
     throw ConfigError("strategy='single_xla' was given device " + device_.str() + ", but the TPU runtime (" +

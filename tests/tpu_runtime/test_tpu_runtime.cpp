@@ -32,7 +32,7 @@ int mark_step(int device_index, char* error, size_t error_size) {
 extern "C" {
 
 __attribute__((visibility("default"))) int volt_tpu_runtime_init(VoltTpuRuntime* runtime, char* error,
-                                                                  size_t error_size) {
+                                                                 size_t error_size) {
   if (runtime->abi_version != VOLT_TPU_RUNTIME_ABI_VERSION) {
     std::strncpy(error, "unexpected ABI version", error_size - 1);
     return 1;

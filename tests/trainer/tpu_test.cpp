@@ -11,11 +11,15 @@
 #include <string>
 #include <vector>
 
+#include <ATen/ops/arange.h>
 #include <ATen/ops/cross_entropy_loss.h>
+#include <ATen/ops/zeros.h>
 #include <gtest/gtest.h>
 #include <torch/nn/functional/activation.h>
 #include <torch/nn/functional/pooling.h>
+#include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/adam.h>
 
@@ -25,6 +29,7 @@
 #include "volt/checkpoint_io/torch_checkpoint_io.h"
 #include "volt/connectors/accelerator_connector.h"
 #include "volt/core/device_placement.h"
+#include "volt/core/environ.h"
 #include "volt/core/error.h"
 #include "volt/core/seed.h"
 #include "volt/data/idx.h"
@@ -56,12 +61,18 @@ class EnvGuard {
     }
     for (const auto& [k, v] : vars) {
       remember(k);
-      if (v) ::setenv(k.c_str(), v->c_str(), 1); else ::unsetenv(k.c_str());
+      if (v)
+        ::setenv(k.c_str(), v->c_str(), 1);
+      else
+        ::unsetenv(k.c_str());
     }
   }
   ~EnvGuard() {
     for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) {
-      if (it->second) ::setenv(it->first.c_str(), it->second->c_str(), 1); else ::unsetenv(it->first.c_str());
+      if (it->second)
+        ::setenv(it->first.c_str(), it->second->c_str(), 1);
+      else
+        ::unsetenv(it->first.c_str());
     }
   }
 
@@ -350,6 +361,42 @@ TEST(SingleXla, Bf16TrueTrainsWithBfloat16WeightsOnTheDevice) {
   }
   ASSERT_EQ(model.losses.size(), 10u);
   EXPECT_LT(model.losses.back(), model.losses.front());
+}
+
+TEST(PlaceOnDevice, BatchNormBuffersAndEmbeddingFollowAndASecondCallKeepsThem) {
+  auto env = emulation();
+  auto runtime = TpuRuntime::open(volt::accelerators::TpuRuntimeSpec::from_environ(volt::Environ::current()));
+  const c10::Device lazy(c10::kLazy, 0);
+  torch::nn::BatchNorm1d bn(4);
+  torch::nn::Embedding emb(10, 4);
+  const at::Tensor emb_before = emb->weight.detach().clone();
+  volt::place_on_device(*bn, lazy);
+  volt::place_on_device(*emb, lazy);
+  for (const auto& b : bn->buffers()) EXPECT_EQ(b.device(), lazy);
+  EXPECT_EQ(bn->running_mean.device(), lazy);
+  EXPECT_TRUE(emb->weight.requires_grad());
+  EXPECT_TRUE(emb->weight.to(c10::kCPU).equal(emb_before));
+  // The members are the registered tensors: a training-mode forward updates the buffer
+  // the module reports.
+  bn->train();
+  auto out = bn->forward(emb->forward(at::arange(6, at::TensorOptions().dtype(at::kLong)).to(lazy)));
+  runtime->mark_step(lazy);
+  EXPECT_FALSE(bn->named_buffers()["running_mean"].to(c10::kCPU).equal(at::zeros({4})));
+  const auto* impl = bn->weight.unsafeGetTensorImpl();
+  volt::place_on_device(*bn, lazy);  // already there: nothing is re-created
+  EXPECT_EQ(bn->weight.unsafeGetTensorImpl(), impl);
+
+  torch::optim::Adam adam(emb->parameters(), torch::optim::AdamOptions(0.1));
+  out.sum().backward();
+  adam.step();
+  volt::move_optimizer_state(adam, c10::Device(c10::kCPU));
+  for (auto& [key, state] : adam.state()) {
+    EXPECT_TRUE(static_cast<torch::optim::AdamParamState&>(*state).exp_avg().device().is_cpu());
+  }
+  volt::move_optimizer_state(adam, lazy);
+  for (auto& [key, state] : adam.state()) {
+    EXPECT_EQ(static_cast<torch::optim::AdamParamState&>(*state).exp_avg().device(), lazy);
+  }
 }
 
 // ------------------------------------------------------------------ the runtime library

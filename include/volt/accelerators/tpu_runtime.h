@@ -19,8 +19,8 @@ namespace volt::accelerators {
 struct TpuRuntimeSpec {
   enum class Kind { kNone, kLibrary, kEmulation };
   Kind kind = Kind::kNone;
-  std::string library;               ///< kLibrary: the path as given
-  std::string host_type = "v3-8";    ///< kEmulation: the accelerator type stood in for
+  std::string library;             ///< kLibrary: the path as given
+  std::string host_type = "v3-8";  ///< kEmulation: the accelerator type stood in for
 
   /// "none", "library:/path" or "emulation:lazy:v3-8" (what a Plan stores).
   std::string to_string() const;
