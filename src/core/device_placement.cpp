@@ -94,39 +94,47 @@ bool repoint_members(torch::nn::Module& m, TensorDict& params, TensorDict& buffe
   return false;
 }
 
-void place_one(torch::nn::Module& m, const c10::Device& device) {
+bool needs_new(const at::Tensor& t, const c10::Device& device, std::optional<c10::ScalarType> dtype) {
+  if (!t.defined()) return false;
+  return t.device() != device || (dtype && t.is_floating_point() && t.scalar_type() != *dtype);
+}
+
+at::Tensor recreate(const at::Tensor& t, const c10::Device& device, std::optional<c10::ScalarType> dtype) {
+  return t.detach().to(device, dtype && t.is_floating_point() ? *dtype : t.scalar_type());
+}
+
+void place_one(torch::nn::Module& m, const c10::Device& device, std::optional<c10::ScalarType> dtype) {
   TensorDict& params = m.*parameters_member();
   TensorDict& buffers = m.*buffers_member();
-  std::string off_device;
+  std::string to_recreate;
   for (TensorDict* dict : {&params, &buffers}) {
     for (const auto& item : *dict) {
-      if (item.value().defined() && item.value().device() != device) {
-        off_device += (off_device.empty() ? "" : ", ") + item.key() + " (" + item.value().device().str() + ")";
+      if (needs_new(item.value(), device, dtype)) {
+        to_recreate += (to_recreate.empty() ? "" : ", ") + item.key() + " (" + item.value().device().str() + ", " +
+                       c10::toString(item.value().scalar_type()) + ")";
       }
     }
   }
-  if (off_device.empty()) return;
+  if (to_recreate.empty()) return;
   // Decide before changing anything, so a refused module is left as it was.
   TensorDict probe_params = params, probe_buffers = buffers;
   if (!repoint_members(m, probe_params, probe_buffers)) {
     throw NotSupportedError(
-        "cannot re-create the tensors of " + m.name() + " on " + device.str() + ": " + off_device +
-        " live elsewhere, and Volt only knows where the standard torch::nn layers keep theirs (Linear, Bilinear, "
-        "Conv, ConvTranspose, BatchNorm, InstanceNorm, LayerNorm, GroupNorm, Embedding, PReLU). Create this "
-        "module's tensors in configure_model on the module's device(), e.g. register_parameter(\"w\", "
+        "cannot re-create the tensors of " + m.name() + " on " + device.str() + ": " + to_recreate +
+        " would have to change, and Volt only knows where the standard torch::nn layers keep theirs (Linear, "
+        "Bilinear, Conv, ConvTranspose, BatchNorm, InstanceNorm, LayerNorm, GroupNorm, Embedding, PReLU). Create "
+        "this module's tensors in configure_model on the module's device(), e.g. register_parameter(\"w\", "
         "torch::randn({4, 4}).to(device())).");
   }
   for (auto& item : params) {
     const at::Tensor old = item.value();
-    if (!old.defined() || old.device() == device) continue;
-    at::Tensor fresh = old.detach().to(device);
+    if (!needs_new(old, device, dtype)) continue;
+    at::Tensor fresh = recreate(old, device, dtype);
     fresh.set_requires_grad(old.requires_grad());
     item.value() = fresh;
   }
   for (auto& item : buffers) {
-    const at::Tensor old = item.value();
-    if (!old.defined() || old.device() == device) continue;
-    item.value() = old.detach().to(device);
+    if (needs_new(item.value(), device, dtype)) item.value() = recreate(item.value(), device, dtype);
   }
   repoint_members(m, params, buffers);
 }
@@ -141,9 +149,10 @@ bool move_if(torch::optim::OptimizerParamState& s, const std::function<void(Stat
 
 }  // namespace
 
-void place_on_device(torch::nn::Module& module, const c10::Device& device) {
-  place_one(module, device);
-  for (const auto& child : module.modules(/*include_self=*/false)) place_one(*child, device);
+void place_on_device(torch::nn::Module& module, const c10::Device& device,
+                     std::optional<c10::ScalarType> floating_dtype) {
+  place_one(module, device, floating_dtype);
+  for (const auto& child : module.modules(/*include_self=*/false)) place_one(*child, device, floating_dtype);
 }
 
 void move_optimizer_state(torch::optim::Optimizer& optimizer, const c10::Device& device) {

@@ -5,6 +5,7 @@
 
 #include "volt/core/device_placement.h"
 #include "volt/core/error.h"
+#include "volt/precision/true_precision.h"
 
 namespace volt::strategies {
 
@@ -34,10 +35,16 @@ void SingleXLAStrategy::mark_step() const {
 void SingleXLAStrategy::setup(Module& module) {
   module.set_device(device_);
   module.configure_model();
-  // Tensors still on the CPU take the precision's dtype there (cheap, and a dtype change
-  // in place works on CPU tensors), then are re-created on the device.
-  precision_->convert_module(module);
-  place_on_device(module, device_);
+  // Module::to(dtype) on lazy tensors changes their metadata but not their data, so the
+  // true-precision dtype is applied while re-creating the tensors on the device. Other
+  // plug-ins convert first (on the tensors still on the CPU).
+  std::optional<c10::ScalarType> dtype;
+  if (const auto* true_precision = dynamic_cast<const precision::TruePrecision*>(precision_.get())) {
+    dtype = true_precision->dtype();
+  } else {
+    precision_->convert_module(module);
+  }
+  place_on_device(module, device_, dtype);
 }
 
 bool SingleXLAStrategy::optimizer_step(torch::optim::Optimizer& optimizer, const std::function<void()>& before_step) {

@@ -34,6 +34,7 @@
 #include "volt/core/seed.h"
 #include "volt/data/idx.h"
 #include "volt/strategies/single_xla_strategy.h"
+#include "volt/strategies/xla_gradient_sync.h"
 #include "volt/trainer/trainer.h"
 
 namespace {
@@ -357,10 +358,26 @@ TEST(SingleXla, Bf16TrueTrainsWithBfloat16WeightsOnTheDevice) {
   trainer.fit(model, random_loader(160, 16, 5));
   for (const auto& p : model.parameters()) {
     EXPECT_EQ(p.scalar_type(), at::kBFloat16);
+    EXPECT_EQ(p.to(c10::kCPU).scalar_type(), at::kBFloat16) << "the data, not only the metadata";
     EXPECT_EQ(p.device().type(), c10::kLazy);
   }
   ASSERT_EQ(model.losses.size(), 10u);
   EXPECT_LT(model.losses.back(), model.losses.front());
+}
+
+TEST(SingleXla, Bf16TrueAlsoConvertsLayersBuiltOnTheDeviceInConfigureModel) {
+  auto env = emulation();
+  ScratchDir dir;
+  TrainerOptions o = tpu_options(dir.path());
+  o.precision = "bf16-true";
+  o.max_steps = 3;
+  ConfiguredModule model;
+  Trainer trainer(o);
+  trainer.fit(model, random_loader(64, 16, 1));
+  for (const auto& p : model.hidden->parameters()) {
+    EXPECT_EQ(p.device().type(), c10::kLazy);
+    EXPECT_EQ(p.to(c10::kCPU).scalar_type(), at::kBFloat16) << "Module::to(dtype) on lazy tensors keeps the data";
+  }
 }
 
 TEST(PlaceOnDevice, BatchNormBuffersAndEmbeddingFollowAndASecondCallKeepsThem) {
@@ -397,6 +414,39 @@ TEST(PlaceOnDevice, BatchNormBuffersAndEmbeddingFollowAndASecondCallKeepsThem) {
   for (auto& [key, state] : adam.state()) {
     EXPECT_EQ(static_cast<torch::optim::AdamParamState&>(*state).exp_avg().device(), lazy);
   }
+}
+
+TEST(XlaGradientSync, AveragesLazyGradientsThroughAHostBufferInTheirOwnDtype) {
+  auto env = emulation();
+  auto runtime = TpuRuntime::open(volt::accelerators::TpuRuntimeSpec::from_environ(volt::Environ::current()));
+  const c10::Device lazy(c10::kLazy, 0);
+  torch::nn::Linear fc(3, 2);
+  torch::nn::Linear unused(2, 2);
+  fc->to(at::kBFloat16);
+  volt::place_on_device(*fc, lazy);
+  volt::place_on_device(*unused, lazy);
+  fc->forward(at::ones({4, 3}).to(lazy, at::kBFloat16)).sum().backward();
+  runtime->mark_step(lazy);
+  std::vector<at::Tensor> params = fc->parameters();
+  for (const auto& p : unused->parameters()) params.push_back(p);
+  const at::Tensor w_grad = fc->weight.grad().to(c10::kCPU, at::kFloat);  // 4 in every entry
+  // The other process of a world of 2 contributes 2.0 for every element.
+  int calls = 0;
+  const int64_t n = volt::strategies::average_gradients_on_host(params, 2, [&](at::Tensor& buffer) {
+    ++calls;
+    EXPECT_TRUE(buffer.device().is_cpu());
+    EXPECT_EQ(buffer.scalar_type(), at::kFloat);
+    buffer.add_(2.0);
+  });
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(n, 3 * 2 + 2 + 2 * 2 + 2);
+  EXPECT_EQ(fc->weight.grad().device(), lazy);
+  EXPECT_EQ(fc->weight.grad().scalar_type(), at::kBFloat16);
+  EXPECT_TRUE(fc->weight.grad().to(c10::kCPU, at::kFloat).allclose((w_grad + 2.0) / 2.0));
+  ASSERT_TRUE(unused->weight.grad().defined());
+  EXPECT_EQ(unused->weight.grad().device(), lazy);
+  EXPECT_TRUE(unused->weight.grad().to(c10::kCPU).allclose(at::ones({2, 2})));  // (0 + 2) / 2
+  EXPECT_THROW(volt::strategies::average_gradients_on_host(params, 0, [](at::Tensor&) {}), ConfigError);
 }
 
 // ------------------------------------------------------------------ the runtime library

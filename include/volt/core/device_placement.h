@@ -1,5 +1,8 @@
 #pragma once
+#include <optional>
+
 #include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
 
 namespace torch::nn {
 class Module;
@@ -21,7 +24,12 @@ namespace volt {
 /// NotSupportedError (its own members would keep the old tensors): create those tensors
 /// on the device in Module::configure_model instead. Tensors already on `device` are kept,
 /// so calling it again is a no-op.
-void place_on_device(torch::nn::Module& module, const c10::Device& device);
+/// `floating_dtype`: also give every floating-point tensor this dtype, re-creating those
+/// already on the device too. On lazy-tensor devices this is the way to change a
+/// parameter's dtype: Module::to(dtype) there changes the tensor's metadata but not its
+/// data (measured on LibTorch 1.13's TorchScript lazy backend).
+void place_on_device(torch::nn::Module& module, const c10::Device& device,
+                     std::optional<c10::ScalarType> floating_dtype = std::nullopt);
 
 /// `layer` (a torch::nn module holder such as torch::nn::Linear) with its tensors
 /// re-created on `device`: fc_ = register_module("fc", volt::on_device(torch::nn::Linear(784, 10), device()));
