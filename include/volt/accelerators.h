@@ -2,3 +2,6 @@
 /// Every public header of volt/accelerators/.
 #include "volt/accelerators/accelerator.h"
 #include "volt/accelerators/cpu_accelerator.h"
+#include "volt/accelerators/tpu_accelerator.h"
+#include "volt/accelerators/tpu_runtime.h"
+#include "volt/accelerators/tpu_runtime_abi.h"

@@ -3,6 +3,7 @@
 #include "volt/core/batch_limit.h"
 #include "volt/core/checkpoint.h"
 #include "volt/core/compat.h"
+#include "volt/core/device_placement.h"
 #include "volt/core/error.h"
 #include "volt/core/lr_scheduler.h"
 #include "volt/core/module.h"

@@ -16,6 +16,7 @@ HardwareProbe HardwareProbe::detect(const Environ& env) {
   p.cuda_bf16 = p.cuda_devices > 0 && CUDAAccelerator::bf16_supported();
   p.cuda_visible_devices = env.get_or("CUDA_VISIBLE_DEVICES", "");
   p.tpu = TPUAccelerator::probe(env);
+  p.tpu_runtime = TpuRuntimeSpec::from_environ(env).to_string();
   return p;
 }
 
@@ -45,6 +46,7 @@ HardwareProbe HardwareProbe::assume(const std::string& spec, const Environ& env)
       tpu_env.set("TPU_ACCELERATOR_TYPE", value);
     }
     p.tpu = describe_tpu_host(tpu_env, false);
+    p.tpu_runtime = TpuRuntimeSpec::from_environ(env).to_string();
     return p;
   }
   throw ConfigError("--assume '" + spec + "' is not understood. " + forms);

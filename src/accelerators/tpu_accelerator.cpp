@@ -9,7 +9,8 @@ namespace fs = std::filesystem;
 
 namespace volt::accelerators {
 
-TPUAccelerator::TPUAccelerator(TpuHost host) : host_(std::move(host)) {}
+TPUAccelerator::TPUAccelerator(TpuHost host, std::shared_ptr<TpuRuntime> runtime)
+    : host_(std::move(host)), runtime_(std::move(runtime)) {}
 
 std::vector<int64_t> TPUAccelerator::parse_devices(const DevicesSpec& spec) const {
   using Kind = DevicesSpec::Kind;
@@ -46,14 +47,21 @@ std::vector<int64_t> TPUAccelerator::parse_devices(const DevicesSpec& spec) cons
 
 std::vector<c10::Device> TPUAccelerator::get_parallel_devices(const std::vector<int64_t>& ids) const {
   std::vector<c10::Device> out;
-  for (int64_t id : ids) out.emplace_back(c10::kXLA, static_cast<c10::DeviceIndex>(id));
+  const c10::DeviceType type = runtime_ ? runtime_->device_type() : c10::kXLA;
+  for (int64_t id : ids) out.emplace_back(type, static_cast<c10::DeviceIndex>(id));
   return out;
 }
 
 void TPUAccelerator::setup_device(const c10::Device& device) {
-  throw NotSupportedError("training on " + device.str() + " needs a TPU device runtime (a lazy-tensor backend), and "
-                          "this Volt build has none. `volt plan` shows what a TPU host would run; train with "
-                          "accelerator=\"cpu\" or \"cuda\" meanwhile.");
+  if (!runtime_) {
+    throw NotSupportedError("training on " + device.str() + " needs a TPU device runtime (a lazy-tensor backend), and "
+                            "none was asked for (" + TpuRuntimeSpec::looked_for(Environ::current()) + "). On a TPU "
+                            "host set VOLT_TPU_RUNTIME_LIBRARY to the runtime library; elsewhere set "
+                            "VOLT_TPU_EMULATION=lazy to emulate one on the CPU (docs/tpu.md).");
+  }
+  if (device.type() != runtime_->device_type() || device.index() >= runtime_->device_count()) {
+    throw ConfigError(device.str() + " is not a device of the TPU runtime " + runtime_->describe() + ".");
+  }
 }
 
 std::map<std::string, double> TPUAccelerator::get_device_stats(const c10::Device&) const {
@@ -93,8 +101,25 @@ std::string TPUAccelerator::probe_files(const Environ& env, const std::string& r
 }
 
 TpuHost TPUAccelerator::probe(const Environ& env, const std::string& root) {
+  const TpuRuntimeSpec runtime = TpuRuntimeSpec::from_environ(env);
+  if (runtime.kind == TpuRuntimeSpec::Kind::kEmulation) {
+    TpuHost host;
+    host.present = true;
+    host.platform = "emulated";
+    host.topology = parse_tpu_accelerator_type(runtime.host_type);
+    host.worker_hostnames = {"localhost"};
+    host.evidence = "VOLT_TPU_EMULATION=lazy (a " + runtime.host_type + " host emulated on the CPU)";
+    return host;
+  }
   const std::string files = probe_files(env, root);
-  return describe_tpu_host(env, !files.empty(), files);
+  TpuHost host = describe_tpu_host(env, !files.empty(), files);
+  if (!host.present && runtime.kind == TpuRuntimeSpec::Kind::kLibrary) {
+    Environ with_library = env;
+    with_library.set("PJRT_DEVICE", "TPU");
+    host = describe_tpu_host(with_library, false);
+    host.evidence = "VOLT_TPU_RUNTIME_LIBRARY=" + runtime.library;
+  }
+  return host;
 }
 
 }  // namespace volt::accelerators

@@ -59,8 +59,11 @@ std::string choose_accelerator(const std::string& flag, const HardwareProbe& hw)
     if (!hw.tpu.present) {
       throw NotSupportedError("accelerator='tpu' asks for a TPU, but none was found: no TPU_ACCELERATOR_TYPE, TPU_NAME, "
                               "COLAB_TPU_ADDR, TPU_WORKER_ID or PJRT_DEVICE=TPU variable, no /dev/accel* or /dev/vfio "
-                              "device, no libtpu.so on LD_LIBRARY_PATH or TPU_LIBRARY_PATH. Use accelerator=\"cpu\" "
-                              "or \"auto\", or run on a TPU VM, Colab or Kaggle.");
+                              "device, no libtpu.so on LD_LIBRARY_PATH or TPU_LIBRARY_PATH, and no TPU runtime asked "
+                              "for (VOLT_TPU_RUNTIME_LIBRARY and VOLT_TPU_EMULATION are unset). Use "
+                              "accelerator=\"cpu\" or \"auto\", run on a TPU VM, Colab or Kaggle with "
+                              "VOLT_TPU_RUNTIME_LIBRARY set, or set VOLT_TPU_EMULATION=lazy to emulate a TPU host on "
+                              "the CPU (docs/tpu.md).");
     }
     return name;
   }
@@ -68,9 +71,10 @@ std::string choose_accelerator(const std::string& flag, const HardwareProbe& hw)
 }
 
 std::shared_ptr<accelerators::Accelerator> make_accelerator(const std::string& name, const HardwareProbe& hw,
-                                                            int64_t threads) {
+                                                            int64_t threads,
+                                                            std::shared_ptr<accelerators::TpuRuntime> runtime) {
   if (name == "cuda") return std::make_shared<accelerators::CUDAAccelerator>(hw.cuda_devices, hw.cuda_visible_devices);
-  if (name == "tpu") return std::make_shared<accelerators::TPUAccelerator>(hw.tpu);
+  if (name == "tpu") return std::make_shared<accelerators::TPUAccelerator>(hw.tpu, std::move(runtime));
   return std::make_shared<accelerators::CPUAccelerator>(threads);
 }
 
@@ -117,13 +121,13 @@ std::string fit_precision(const std::string& precision, const std::string& accel
                        "\"bf16-mixed\" (as Lightning does).");
     return "bf16-mixed";
   }
-  if (accelerator == "tpu" && (precision == "16-mixed" || precision == "16-true")) {
-    throw ConfigError("precision='" + precision + "' on TPU: TPUs compute in bfloat16, not float16. Use "
-                      "precision=\"bf16-mixed\" or \"bf16-true\".");
-  }
-  if (accelerator == "tpu" && precision == "64-true") {
-    throw ConfigError("precision='64-true' on TPU: TPUs have no float64 arithmetic. Use \"32-true\" or "
-                      "\"bf16-mixed\".");
+  if (accelerator == "tpu" && precision != "32-true" && precision != "bf16-true") {
+    const std::string why = precision == "64-true" ? "TPUs have no float64 arithmetic"
+                            : precision.rfind("16", 0) == 0
+                                ? "TPUs compute in bfloat16, not float16"
+                                : "autocast regions are not recorded into the lazy-tensor graphs of Volt's TPU path";
+    throw ConfigError("precision='" + precision + "' on TPU: " + why +
+                      ". Accepted on TPU: 32-true, bf16-true (bfloat16 weights and inputs).");
   }
   if (accelerator == "cpu" && precision == "16-true" && !compat::kCpuHalfMatmul) {
     throw ConfigError(std::string("precision='16-true' on CPU needs float16 matrix products, which LibTorch ") +
@@ -190,11 +194,34 @@ AcceleratorConnector::AcceleratorConnector(const TrainerOptions& options, const 
   p.accelerator = choose_accelerator(options.accelerator, hw);
   p.num_threads = options.num_threads > 0 ? options.num_threads : hw.cpu_cores;
   p.async_checkpoint = options.async_checkpoint;
-  auto accelerator = make_accelerator(p.accelerator, hw, p.num_threads);
+  std::shared_ptr<accelerators::TpuRuntime> tpu_runtime;
+  if (p.accelerator == "tpu") {
+    // The runtime is opened here (a library loads, the emulation starts) so that a bad
+    // library fails at Trainer construction and the plan names what really runs.
+    const auto spec = accelerators::TpuRuntimeSpec::parse(hw.tpu_runtime);
+    p.tpu_platform = hw.tpu.platform;
+    p.tpu_runtime = spec.to_string();
+    if (spec.kind != accelerators::TpuRuntimeSpec::Kind::kNone) {
+      tpu_runtime = accelerators::TpuRuntime::open(spec);
+      p.tpu_runtime_info = tpu_runtime->describe();
+    } else {
+      p.tpu_runtime_info = "none: training needs VOLT_TPU_RUNTIME_LIBRARY (a TPU runtime library) or "
+                           "VOLT_TPU_EMULATION=lazy (docs/tpu.md)";
+    }
+  }
+  auto accelerator = make_accelerator(p.accelerator, hw, p.num_threads, tpu_runtime);
   p.device_ids = accelerator->parse_devices(devices);
   p.num_devices = static_cast<int64_t>(p.device_ids.size());
   p.num_nodes = options.num_nodes;
-  if (p.accelerator == "tpu") p.tpu_platform = hw.tpu.platform;
+  if (tpu_runtime) {
+    for (int64_t id : p.device_ids) {
+      if (id >= tpu_runtime->device_count()) {
+        throw ConfigError("devices=" + options.devices + " asks for TPU device " + std::to_string(id) +
+                          ", but the TPU runtime (" + tpu_runtime->describe() + ") has devices 0 to " +
+                          std::to_string(tpu_runtime->device_count() - 1) + ".");
+      }
+    }
+  }
 
   // 4. The strategy and its launcher.
   const auto& spec = choose_strategy(options.strategy, p.accelerator, p.num_devices, p.num_nodes, p.warnings);
@@ -283,7 +310,8 @@ std::shared_ptr<strategies::Strategy> AcceleratorConnector::build_stack(const Pl
   if (!factory) {
     throw NotSupportedError("strategy='" + p.strategy + "' resolves (volt plan shows its layout), but this build of "
                             "Volt has no " + p.strategy + " training routine. Train with devices=1 and "
-                            "strategy=\"single_device\" (or \"auto\").");
+                            "strategy=\"" + (p.accelerator == "tpu" ? "single_xla" : "single_device") +
+                            "\" (or \"auto\").");
   }
   auto make_precision = precision::precision_factory(p.precision);
   if (plugin) {
@@ -296,7 +324,16 @@ std::shared_ptr<strategies::Strategy> AcceleratorConnector::build_stack(const Pl
   if (p.accelerator == "cuda") {
     accelerator = std::make_shared<accelerators::CUDAAccelerator>(accelerators::CUDAAccelerator::device_count());
   } else if (p.accelerator == "tpu") {
-    accelerator = std::make_shared<accelerators::TPUAccelerator>(accelerators::TPUAccelerator::probe(Environ::current()));
+    const auto spec = accelerators::TpuRuntimeSpec::parse(p.tpu_runtime);
+    if (spec.kind == accelerators::TpuRuntimeSpec::Kind::kNone) {
+      throw NotSupportedError("accelerator='tpu' (" + p.strategy + " on " + p.root_device + ") needs a TPU device "
+                              "runtime, and none was asked for (" +
+                              accelerators::TpuRuntimeSpec::looked_for(Environ::current()) + "). On a TPU host set "
+                              "VOLT_TPU_RUNTIME_LIBRARY to the runtime library; elsewhere set VOLT_TPU_EMULATION=lazy "
+                              "(and VOLT_TPU_EMULATION_HOST, default v3-8) to emulate one on the CPU (docs/tpu.md).");
+    }
+    accelerator = std::make_shared<accelerators::TPUAccelerator>(accelerators::TPUAccelerator::probe(Environ::current()),
+                                                                 accelerators::TpuRuntime::open(spec));
   } else {
     accelerator = std::make_shared<accelerators::CPUAccelerator>(p.num_threads);
   }
@@ -338,6 +375,7 @@ std::string Plan::describe() const {
                    std::to_string(node_rank));
   row("parallel_devices", devices);
   row("root_device", root_device);
+  if (accelerator == "tpu") row("tpu_runtime", tpu_runtime_info);
   row("main_address", main_address + ":" + std::to_string(main_port));
   if (accelerator == "cpu") row("threads", std::to_string(num_threads) + " per process");
   row("hardware", hardware);
@@ -370,6 +408,10 @@ std::string Plan::to_json() const {
                       {"hardware", hardware},
                       {"warnings", warnings}};
   if (!tpu_platform.empty()) j["tpu_platform"] = tpu_platform;
+  if (accelerator == "tpu") {
+    j["tpu_runtime"] = tpu_runtime;
+    j["tpu_runtime_info"] = tpu_runtime_info;
+  }
   return j.dump();
 }
 
@@ -378,7 +420,8 @@ std::string AcceleratorConnector::describe_registries() {
   out << "accelerators:\n"
       << "  cpu: the CPU; devices counts processes, num_threads sets intra-op threads\n"
       << "  cuda (gpu): NVIDIA GPUs" << (accelerators::CUDAAccelerator::compiled_with_cuda() ? "" : " (this build: no CUDA)")
-      << "\n  tpu: TPU hosts (Colab, Kaggle, Cloud TPU VMs)\n";
+      << "\n  tpu: TPU hosts (Colab, Kaggle, Cloud TPU VMs) through a runtime library "
+         "(VOLT_TPU_RUNTIME_LIBRARY), or emulated on the CPU (VOLT_TPU_EMULATION=lazy)\n";
   out << "strategies:\n";
   for (const auto& s : strategies::strategy_specs()) {
     out << "  " << s.name << ": " << s.description << (strategies::strategy_factory(s.name) ? "" : " [plan only]")

@@ -74,11 +74,7 @@ Checkpoint CheckpointConnector::dump(const CheckpointParts& parts, bool weights_
   meta["metrics"] = parts.view.callback_metrics();
   if (!weights_only) {
     for (size_t i = 0; i < parts.optimizers.size(); ++i) {
-      torch::serialize::OutputArchive archive;
-      parts.optimizers[i]->save(archive);
-      std::ostringstream bytes;
-      archive.save_to(bytes);
-      ckpt.blobs[optimizer_key(i)] = bytes.str();
+      ckpt.blobs[optimizer_key(i)] = strategy_.save_optimizer_state(*parts.optimizers[i]);
     }
     auto scheds = nlohmann::json::array();
     for (const auto& cfg : parts.lr_schedulers) {
@@ -145,10 +141,7 @@ void CheckpointConnector::restore_training_state(const CheckpointParts& parts, c
                             std::to_string(parts.optimizers.size()) +
                             "; configure_optimizers returns a different set than when it was written.");
     }
-    torch::serialize::InputArchive archive;
-    std::istringstream bytes(it->second);
-    archive.load_from(bytes);
-    parts.optimizers[i]->load(archive);
+    strategy_.load_optimizer_state(*parts.optimizers[i], it->second);
   }
   const auto scheds = meta.value("lr_schedulers", nlohmann::json::array());
   for (size_t i = 0; i < parts.lr_schedulers.size() && i < scheds.size(); ++i) {

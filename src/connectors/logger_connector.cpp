@@ -31,8 +31,8 @@ void LoggerConnector::log(RunningStage stage, const std::string& name, const at:
   const bool training = stage == RunningStage::kTraining;
   const bool on_step = options.on_step.value_or(training);
   const bool on_epoch = options.on_epoch.value_or(!training);
-  // One host sync per logged value; on CPU this is a plain read.
-  double v = value.item<double>();
+  // One host sync per logged value; on CPU this is a plain read, on TPU a step boundary.
+  double v = strategy_.scalar_to_host(value);
 
   if (on_step) {
     if (options.sync_dist) v = strategy_.reduce(v, strategies::ReduceOp::kMean);

@@ -1,6 +1,10 @@
 #include "volt/strategies/strategy.h"
 
+#include <sstream>
+
 #include <torch/optim/optimizer.h>
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
 
 #include "volt/core/error.h"
 
@@ -25,6 +29,7 @@ void Strategy::setup_environment() {
 }
 
 void Strategy::setup(Module& module) {
+  module.set_device(root_device());
   module.configure_model();
   precision_->convert_module(module);
   const c10::Device device = root_device();
@@ -83,6 +88,25 @@ void Strategy::clip_gradients(torch::optim::Optimizer& optimizer, double value, 
 
 bool Strategy::optimizer_step(torch::optim::Optimizer& optimizer, const std::function<void()>& before_step) {
   return precision_->optimizer_step(optimizer, before_step);
+}
+
+double Strategy::scalar_to_host(const at::Tensor& value) {
+  return value.item<double>();
+}
+
+std::string Strategy::save_optimizer_state(torch::optim::Optimizer& optimizer) {
+  torch::serialize::OutputArchive archive;
+  optimizer.save(archive);
+  std::ostringstream bytes;
+  archive.save_to(bytes);
+  return bytes.str();
+}
+
+void Strategy::load_optimizer_state(torch::optim::Optimizer& optimizer, const std::string& bytes) {
+  torch::serialize::InputArchive archive;
+  std::istringstream in(bytes);
+  archive.load_from(in);
+  optimizer.load(archive);
 }
 
 void Strategy::save_checkpoint(const Checkpoint& checkpoint, const std::string& path) {

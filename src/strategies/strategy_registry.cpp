@@ -6,6 +6,7 @@
 #include "volt/core/error.h"
 #include "volt/strategies/ddp_strategy.h"
 #include "volt/strategies/single_device_strategy.h"
+#include "volt/strategies/single_xla_strategy.h"
 
 namespace volt::strategies {
 
@@ -67,6 +68,11 @@ std::map<std::string, StrategyFactory>& factories() {
     for (const auto& spec : strategy_specs()) {
       if (spec.name.rfind("ddp", 0) == 0) built_in[spec.name] = make_ddp_strategy;
     }
+    built_in["single_xla"] = [](const StrategyParts& p) -> std::shared_ptr<Strategy> {
+      return std::make_shared<SingleXLAStrategy>(
+          p.root_device, std::dynamic_pointer_cast<accelerators::TPUAccelerator>(p.accelerator), p.precision,
+          p.environment, p.checkpoint_io);
+    };
     return built_in;
   }();
   return f;

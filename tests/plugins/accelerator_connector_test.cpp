@@ -352,7 +352,9 @@ TEST(PrecisionFlags, WhatEachAcceleratorAccepts) {
   ASSERT_EQ(cpu16.warnings.size(), 1u);
   EXPECT_TRUE(mentions(cpu16.warnings[0], {"16-mixed", "bf16-mixed", "CPU"}));
   EXPECT_EQ(plan({.precision = "16-mixed"}, gpus(1)).precision, "16-mixed");
-  EXPECT_TRUE(mentions(plan_error({.precision = "16-mixed"}, tpu("v3-8")), {"TPU", "bf16-mixed"}));
+  EXPECT_TRUE(mentions(plan_error({.precision = "16-mixed"}, tpu("v3-8")), {"TPU", "32-true, bf16-true"}));
+  EXPECT_TRUE(mentions(plan_error({.precision = "bf16-mixed"}, tpu("v3-8")), {"TPU", "32-true, bf16-true"}));
+  EXPECT_EQ(plan({.precision = "bf16-true"}, tpu("v3-8")).precision, "bf16-true");
   EXPECT_TRUE(mentions(plan_error({.precision = "64-true"}, tpu("v3-8")), {"float64"}));
   EXPECT_TRUE(mentions(plan_error({.precision = "bf16-mixed"}, gpus(1, /*bf16=*/false)), {"bfloat16", "8.0"}));
   EXPECT_EQ(plan({.precision = "bf16"}, gpus(1)).warnings.size(), 1u);  // the legacy spelling's warning

@@ -17,6 +17,9 @@ struct HardwareProbe {
   /// CUDA_VISIBLE_DEVICES as set (for messages).
   std::string cuda_visible_devices;
   TpuHost tpu;
+  /// The TPU device runtime asked for (TpuRuntimeSpec::to_string: "none", "library:/p",
+  /// "emulation:lazy:v3-8"), from VOLT_TPU_RUNTIME_LIBRARY / VOLT_TPU_EMULATION.
+  std::string tpu_runtime = "none";
   /// "detected on this machine" or "assumed: cuda=8".
   std::string source = "detected on this machine";
 

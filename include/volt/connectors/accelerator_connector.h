@@ -38,7 +38,11 @@ struct Plan {
   strategies::DDPOptions ddp;
   int64_t num_threads = 1;  ///< intra-op threads per process (CPU)
   bool async_checkpoint = false;  ///< write checkpoints in the background (AsyncCheckpointIO)
-  std::string tpu_platform;  ///< "colab", "kaggle", "gce", "unknown" on TPU hosts
+  std::string tpu_platform;  ///< "colab", "kaggle", "gce", "emulated", "unknown" on TPU hosts
+  /// The TPU device runtime (accelerators::TpuRuntimeSpec::to_string), "none" if none.
+  std::string tpu_runtime;
+  /// What that runtime is, for people: the backend's name, devices, the setting used.
+  std::string tpu_runtime_info;
   std::string hardware;      ///< where the hardware facts came from
   std::vector<std::string> warnings;
 

@@ -34,8 +34,11 @@ class Module : public torch::nn::Module {
   virtual OptimizerConfig configure_optimizers() = 0;
 
   // --- set-up ---
-  /// Build layers here to create them directly on the target device (called by the
-  /// strategy, before configure_optimizers).
+  /// Build layers here to create them directly on the target device: the strategy sets
+  /// device() first and calls this at the start of every stage, before
+  /// configure_optimizers (so guard against building twice, e.g. `if (fc_) return;`).
+  /// On lazy-tensor devices (TPU) make standard layers there with
+  /// `volt::on_device(torch::nn::Linear(4, 2), device())` (volt/core/device_placement.h).
   virtual void configure_model() {}
   /// At the start of fit/validate/test/predict, before the module moves to its device.
   virtual void setup(Stage) {}
@@ -103,8 +106,14 @@ class Module : public torch::nn::Module {
   /// Records hyperparameters: written to the loggers (hparams.yaml) and checkpoints.
   void save_hyperparameters(std::map<std::string, std::string> hparams) { hparams_ = std::move(hparams); }
   const std::map<std::string, std::string>& hparams() const { return hparams_; }
+  /// The device this module computes on, set by the strategy before configure_model
+  /// (cpu until then).
+  c10::Device device() const { return device_; }
+  /// Set by the strategy; not for user code.
+  void set_device(c10::Device device) { device_ = device; }
 
  private:
+  c10::Device device_{c10::kCPU};
   bool automatic_optimization_ = true;
   StepContext* log_context_ = nullptr;
   std::map<std::string, std::string> hparams_;

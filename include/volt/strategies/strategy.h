@@ -63,6 +63,10 @@ class Strategy {
   /// hooks and clipping, step, scale update); false when the step was skipped.
   virtual bool optimizer_step(torch::optim::Optimizer& optimizer, const std::function<void()>& before_step = {});
 
+  /// Reads a one-element tensor on the host (logging). Lazy-tensor strategies end the
+  /// recorded graph first (mark_step), so the read does not run part of it twice.
+  virtual double scalar_to_host(const at::Tensor& value);
+
   // --- collectives (identity on one process) ---
   virtual int64_t world_size() const { return 1; }
   virtual int64_t global_rank() const { return 0; }
@@ -109,6 +113,11 @@ class Strategy {
   virtual void save_checkpoint(const Checkpoint& checkpoint, const std::string& path);
   virtual Checkpoint load_checkpoint(const std::string& path);
   virtual void remove_checkpoint(const std::string& path);
+  /// The optimizer's state as checkpoint bytes (lazy-tensor strategies copy it to the
+  /// CPU first).
+  virtual std::string save_optimizer_state(torch::optim::Optimizer& optimizer);
+  /// Restores state written by save_optimizer_state, on this strategy's device.
+  virtual void load_optimizer_state(torch::optim::Optimizer& optimizer, const std::string& bytes);
 
   /// A stage failed on this rank: stop whatever would wait for it (other ranks this
   /// process started). Called before teardown.

@@ -1,0 +1,96 @@
+#include "volt/strategies/single_xla_strategy.h"
+
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+
+#include "volt/core/device_placement.h"
+#include "volt/core/error.h"
+#include "volt/precision/true_precision.h"
+
+namespace volt::strategies {
+
+SingleXLAStrategy::SingleXLAStrategy(c10::Device device, std::shared_ptr<accelerators::TPUAccelerator> accelerator,
+                                     std::shared_ptr<precision::Precision> precision,
+                                     std::shared_ptr<environments::ClusterEnvironment> environment,
+                                     std::shared_ptr<checkpoint_io::CheckpointIO> checkpoint_io)
+    : Strategy(accelerator, std::move(precision), std::move(environment), std::move(checkpoint_io)),
+      device_(device),
+      runtime_(accelerator ? accelerator->runtime() : nullptr) {
+  if (!runtime_) {
+    throw NotSupportedError(
+        "strategy='single_xla' needs a TPU accelerator with a device runtime "
+        "(VOLT_TPU_RUNTIME_LIBRARY, or VOLT_TPU_EMULATION=lazy on the CPU); none was given.");
+  }
+  if (device_.type() != runtime_->device_type()) {
+    throw ConfigError("strategy='single_xla' was given device " + device_.str() + ", but the TPU runtime (" +
+                      runtime_->describe() + ") computes on " + c10::DeviceTypeName(runtime_->device_type(), true) +
+                      " devices.");
+  }
+}
+
+void SingleXLAStrategy::mark_step() const {
+  runtime_->mark_step(device_);
+}
+
+void SingleXLAStrategy::setup(Module& module) {
+  module.set_device(device_);
+  module.configure_model();
+  // Module::to(dtype) on lazy tensors changes their metadata but not their data, so the
+  // true-precision dtype is applied while re-creating the tensors on the device. Other
+  // plug-ins convert first (on the tensors still on the CPU).
+  std::optional<c10::ScalarType> dtype;
+  if (const auto* true_precision = dynamic_cast<const precision::TruePrecision*>(precision_.get())) {
+    dtype = true_precision->dtype();
+  } else {
+    precision_->convert_module(module);
+  }
+  place_on_device(module, device_, dtype);
+}
+
+bool SingleXLAStrategy::optimizer_step(torch::optim::Optimizer& optimizer, const std::function<void()>& before_step) {
+  const bool stepped = Strategy::optimizer_step(optimizer, before_step);
+  mark_step();
+  return stepped;
+}
+
+double SingleXLAStrategy::scalar_to_host(const at::Tensor& value) {
+  if (value.device() == device_) mark_step();
+  return value.item<double>();
+}
+
+at::Tensor SingleXLAStrategy::predict_step(Module& module, Batch& batch, StepContext& ctx) {
+  at::Tensor out = Strategy::predict_step(module, batch, ctx);
+  if (!out.defined() || out.device() != device_) return out;
+  mark_step();
+  return out.to(c10::kCPU);
+}
+
+void SingleXLAStrategy::save_checkpoint(const Checkpoint& checkpoint, const std::string& path) {
+  mark_step();
+  Checkpoint host = checkpoint;
+  for (auto& [name, tensor] : host.tensors) {
+    if (tensor.defined() && !tensor.device().is_cpu()) tensor = tensor.to(c10::kCPU);
+  }
+  Strategy::save_checkpoint(host, path);
+}
+
+std::string SingleXLAStrategy::save_optimizer_state(torch::optim::Optimizer& optimizer) {
+  mark_step();
+  move_optimizer_state(optimizer, c10::Device(c10::kCPU));
+  std::string bytes;
+  try {
+    bytes = Strategy::save_optimizer_state(optimizer);
+  } catch (...) {
+    move_optimizer_state(optimizer, device_);
+    throw;
+  }
+  move_optimizer_state(optimizer, device_);
+  return bytes;
+}
+
+void SingleXLAStrategy::load_optimizer_state(torch::optim::Optimizer& optimizer, const std::string& bytes) {
+  Strategy::load_optimizer_state(optimizer, bytes);
+  move_optimizer_state(optimizer, device_);
+}
+
+}  // namespace volt::strategies
