@@ -5,7 +5,7 @@
 //   flat   : the same 2 processes with the Reducer off, one flat allreduce of all gradients
 //            after backward (the baseline the Reducer's overlap should beat)
 // Every mode runs in fresh processes, alternating for --rounds rounds; the median is reported.
-//   build/bench/ddp_scaling [--steps 150] [--warmup 20] [--rounds 3]
+//   build/bench/ddp_scaling [--steps 150] [--warmup 20] [--rounds 3] [--bucket-view 1]
 // A rank process is this program with --mode; the driver is this program without it.
 #include <unistd.h>
 
@@ -90,7 +90,7 @@ class Timer : public volt::callbacks::Callback {
   int64_t last_step_ = 0;
 };
 
-int run_rank(const std::string& mode, int64_t steps, int64_t warmup, const std::string& out) {
+int run_rank(const std::string& mode, int64_t steps, int64_t warmup, const std::string& out, bool bucket_view) {
   const int64_t procs = mode == "single" ? 1 : 2;
   const int64_t batch = 64;
   auto data = volt::data::load_mnist_format(volt::data::kFashionMnistDir, /*train=*/true);
@@ -110,6 +110,7 @@ int run_rank(const std::string& mode, int64_t steps, int64_t warmup, const std::
   o.enable_checkpointing = false;
   o.logger = false;
   o.num_sanity_val_steps = 0;
+  o.ddp_gradient_as_bucket_view = bucket_view;
   volt::Trainer* self = nullptr;
   auto timer = std::make_shared<Timer>(self, warmup, mode == "flat");
   volt::Trainer trainer(o, {timer});
@@ -135,7 +136,8 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) args[argv[i]] = argv[i + 1];
   auto get = [&](const char* k, int64_t d) { return args.count(k) ? std::stoll(args[k]) : d; };
   const int64_t steps = get("--steps", 150), warmup = get("--warmup", 20), rounds = get("--rounds", 3);
-  if (args.count("--mode")) return run_rank(args["--mode"], steps, warmup, args["--out"]);
+  const bool bucket_view = get("--bucket-view", 0) != 0;
+  if (args.count("--mode")) return run_rank(args["--mode"], steps, warmup, args["--out"], bucket_view);
 
   char exe[4096] = {};
   const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
@@ -145,7 +147,7 @@ int main(int argc, char** argv) {
   for (int64_t r = 0; r < rounds; ++r) {
     for (const std::string mode : {"single", "ddp", "flat"}) {
       const std::string cmd = self + " --mode " + mode + " --steps " + std::to_string(steps) + " --warmup " +
-                              std::to_string(warmup) + " --out " + out;
+                              std::to_string(warmup) + " --out " + out + " --bucket-view " + (bucket_view ? "1" : "0");
       if (std::system(cmd.c_str()) != 0) {
         std::cerr << "ddp_scaling: the " << mode << " run failed\n";
         return 1;
@@ -160,8 +162,9 @@ int main(int argc, char** argv) {
   double load = 0;
   std::ifstream("/proc/loadavg") >> load;
   const double s = median(sps["single"]), d = median(sps["ddp"]), f = median(sps["flat"]);
-  std::printf("Fashion-MNIST CNN, batch 64 per process, 1 thread per process, %lld timed steps, median of %lld\n",
-              static_cast<long long>(steps), static_cast<long long>(rounds));
+  std::printf("Fashion-MNIST CNN, batch 64 per process, 1 thread per process, %lld timed steps, median of %lld%s\n",
+              static_cast<long long>(steps), static_cast<long long>(rounds),
+              bucket_view ? ", gradients as bucket views" : "");
   std::printf("  1 process                 %8.1f samples/s\n", s);
   std::printf("  2 processes, Reducer      %8.1f samples/s  weak-scaling efficiency %.1f%%\n", d, 100.0 * d / (2 * s));
   std::printf("  2 processes, flat allreduce %6.1f samples/s  Reducer/flat = %.3f\n", f, d / f);

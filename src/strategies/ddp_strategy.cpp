@@ -286,7 +286,7 @@ void DDPStrategy::join_process_group() {
       if (local.empty()) local = impl_->host;
       gloo_opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(local));
     }
-    gloo_opts->threads = 2;
+    gloo_opts->threads = 1;
     auto gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, static_cast<int>(global_rank_),
                                                             static_cast<int>(world_size_), gloo_opts);
 #if VOLT_TORCH_VERSION_AT_LEAST(2, 0)
