@@ -88,7 +88,7 @@ class Fp32AllreduceHook : public c10d::CommHookInterface {
     std::vector<at::Tensor> tensors{wide};
     auto future = state_->allreduce(tensors)->getFuture();
     return future->then(
-        [buffer, wide](c10::ivalue::Future&) mutable {
+        [buffer, wide](c10::ivalue::Future&) {
           buffer.copy_(wide);
           return c10::IValue(buffer);
         },
