@@ -91,14 +91,14 @@ TEST(UiServer, RendersOverHttp) {
   EXPECT_EQ(json::parse(bad->body)["problems"][0]["option"], "colour");
 }
 
-TEST(UiServer, BodyOverTheLimitIs413WithAMessage) {
+TEST(UiServer, BodyOverTheLimitIs400WithAMessage) {
   web::ServerOptions options;
   options.max_body_bytes = 4096;
   RunningServer s(options);
   auto c = s.client();
   const auto r = c.Post("/api/render", std::string(10000, ' '), "application/json");
   ASSERT_TRUE(r);
-  EXPECT_EQ(r->status, 413);
+  EXPECT_EQ(r->status, 400);
   EXPECT_NE(json::parse(r->body)["error"].get<std::string>().find("the limit is 4096 bytes"), std::string::npos)
       << r->body;
   // The server still answers afterwards.
@@ -130,11 +130,11 @@ TEST(UiServer, DeclaredOversizeBodyIsRefusedBeforeItIsSent) {
   for (ssize_t n; (n = ::recv(fd, buf, sizeof(buf), 0)) > 0;) answer.append(buf, static_cast<size_t>(n));
   ::close(fd);
   ASSERT_FALSE(answer.empty()) << "no answer within 3 s: the server waited for the body";
-  EXPECT_EQ(answer.rfind("HTTP/1.1 413", 0), 0u) << answer;
+  EXPECT_EQ(answer.rfind("HTTP/1.1 400", 0), 0u) << answer;
   EXPECT_NE(answer.find("the limit is 65536 bytes"), std::string::npos) << answer;
 }
 
-TEST(UiServer, ChunkedBodyOverTheLimitIs413WithAMessage) {
+TEST(UiServer, ChunkedBodyOverTheLimitIs400WithAMessage) {
   web::ServerOptions options;
   options.max_body_bytes = 4096;
   RunningServer s(options);
@@ -155,7 +155,7 @@ TEST(UiServer, ChunkedBodyOverTheLimitIs413WithAMessage) {
       },
       "application/json");
   ASSERT_TRUE(r) << httplib::to_string(r.error());
-  EXPECT_EQ(r->status, 413);
+  EXPECT_EQ(r->status, 400);
   EXPECT_NE(r->body.find("the limit is 4096 bytes"), std::string::npos) << r->body;
 }
 

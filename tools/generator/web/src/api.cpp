@@ -88,7 +88,7 @@ Parsed parse_options(const Request& request) {
   Parsed out;
   if (request.body.size() > kMaxBodyBytes) {
     out.error =
-        error_response(413, "the request body has " + std::to_string(request.body.size()) + " bytes; the limit is " +
+        error_response(400, "the request body has " + std::to_string(request.body.size()) + " bytes; the limit is " +
                                 std::to_string(kMaxBodyBytes) + " bytes (a full set of options is well under 2 KiB)");
     return out;
   }

@@ -40,7 +40,7 @@ struct Server::Impl {
     // A chunked body has no Content-Length to refuse it by in advance: it is read, then refused here.
     const Response out =
         req.body.size() > options.max_body_bytes
-            ? error_response(413, "the request body has " + std::to_string(req.body.size()) + " bytes; the limit is " +
+            ? error_response(400, "the request body has " + std::to_string(req.body.size()) + " bytes; the limit is " +
                                       std::to_string(options.max_body_bytes) +
                                       " bytes (a full set of options is well under 2 KiB)")
             : handle(Request{req.method, req.path, req.get_header_value("Content-Type"), req.body});
@@ -86,7 +86,7 @@ Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>()) {
           403, "this server answers only requests for 127.0.0.1 or localhost; Host was '" + host_header + "'");
     } else if (!length.empty() && (length.size() > 18 || length.find_first_not_of("0123456789") != std::string::npos ||
                                    std::stoull(length) > impl->options.max_body_bytes)) {
-      out = error_response(413, "the request body has " + length + " bytes; the limit is " +
+      out = error_response(400, "the request body has " + length + " bytes; the limit is " +
                                     std::to_string(impl->options.max_body_bytes) +
                                     " bytes (a full set of options is well under 2 KiB)");
     } else {
@@ -106,12 +106,13 @@ Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>()) {
   impl->http.Patch(".*", route);
   impl->http.Delete(".*", route);
   impl->http.Options(".*", route);
-  // cpp-httplib answers some requests itself (a body over the limit: 413, a malformed request: 400) with an
+  // cpp-httplib answers some requests itself (a body over the limit: 413, which the API reports as 400; a malformed request: 400) with an
   // empty body; give those the API's JSON message.
   impl->http.set_error_handler([impl](const httplib::Request&, httplib::Response& res) {
     if (!res.body.empty()) return;
     std::string message = "bad request";
     if (res.status == 413) {
+      res.status = 400;  // the contract: every refused body is a 400 with a message
       message = "the request body is too large; the limit is " + std::to_string(impl->options.max_body_bytes) +
                 " bytes (a full set of options is well under 2 KiB)";
     } else if (res.status == 404) {

@@ -33,7 +33,7 @@ struct Response {
 /// /api/notebook take the options as a JSON object (Content-Type: application/json) and answer with
 /// validate(), render() + command_line(), zip_archive() or notebook(). Errors are JSON {error, problems?}:
 /// 400 for a body that is not a JSON object or options the generator rejects (its problems, one per option),
-/// 404 for an unknown path, 405 for a wrong method, 413 for a body over kMaxBodyBytes, 415 for a body that is
+/// 404 for an unknown path, 405 for a wrong method, 400 for a body over kMaxBodyBytes (as for every refused body), 415 for a body that is
 /// not application/json. Never writes to disk.
 Response handle(const Request& request);
 

@@ -13,7 +13,7 @@ namespace volt::generator::web {
 struct ServerOptions {
   std::string host = "127.0.0.1";              ///< address to bind; only loopback unless the user asks
   int port = 8765;                             ///< 0 picks a free port
-  std::size_t max_body_bytes = kMaxBodyBytes;  ///< larger bodies get 413 before they are read
+  std::size_t max_body_bytes = kMaxBodyBytes;  ///< larger bodies get 400 before they are read
 };
 
 /// True for 127.0.0.0/8, ::1 and "localhost".
