@@ -150,7 +150,7 @@ std::string LoggerConnector::log_dir(const std::string& fallback) {
   return loggers_.empty() ? fallback : loggers_.front()->log_dir();
 }
 
-void LoggerConnector::sync_across_ranks(const std::string& fallback) {
+void LoggerConnector::sync_across_ranks() {
   if (strategy_.world_size() <= 1 || synced_) return;
   // Rank 0 chooses the version (and creates its folder); the others use the same folder,
   // so checkpoint paths agree on every rank and no rank makes a folder of its own.
@@ -162,7 +162,6 @@ void LoggerConnector::sync_across_ranks(const std::string& fallback) {
   synced_log_dir_ = strategy_.broadcast_object(dir, 0);
   synced_version_ = strategy_.broadcast_object(version, 0);
   synced_ = true;
-  (void)fallback;
 }
 
 }  // namespace volt::connectors

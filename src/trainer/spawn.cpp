@@ -64,7 +64,7 @@ MetricMap metrics_of(const Checkpoint& ckpt) {
 
 }  // namespace
 
-void Trainer::run_spawned(Stage stage, Module& module, const std::string& /*ckpt_path*/, MetricMap* out_metrics,
+void Trainer::run_spawned(Stage stage, Module& module, MetricMap* out_metrics,
                           std::vector<at::Tensor>* out_predictions) {
   auto& impl = *impl_;
   auto& strategy = *impl.strategy_;

@@ -114,7 +114,7 @@ auto run_stage(Trainer::Impl& impl, TrainerState& state, Module& module, connect
   using CB = callbacks::Callback;
   try {
     strategy.setup_environment();
-    impl.logger_connector_.sync_across_ranks(impl.owner_.options().default_root_dir);
+    impl.logger_connector_.sync_across_ranks();
     data.prepare(stage, strategy.local_rank() == 0);
     data.distribute(strategy.world_size(), strategy.global_rank());
     module.setup(stage);
@@ -207,7 +207,7 @@ void Trainer::configure_optimizers_once(Module& module) {
 void Trainer::run_fit(Module& module, connectors::DataConnector& data, const std::string& ckpt_path) {
   auto& impl = *impl_;
   if (impl.spawn_parent()) {
-    run_spawned(Stage::kFit, module, ckpt_path, nullptr, nullptr);
+    run_spawned(Stage::kFit, module, nullptr, nullptr);
     return;
   }
   const bool spawn_worker = impl.spawn_worker();
@@ -319,7 +319,7 @@ MetricMap Trainer::run_evaluation(Module& module, connectors::DataConnector& dat
   const Stage stage = testing ? Stage::kTest : Stage::kValidate;
   if (impl.spawn_parent()) {
     MetricMap metrics;
-    run_spawned(stage, module, ckpt_path, &metrics, nullptr);
+    run_spawned(stage, module, &metrics, nullptr);
     return metrics;
   }
   const bool spawn_worker = impl.spawn_worker();
@@ -347,7 +347,7 @@ std::vector<at::Tensor> Trainer::run_predict(Module& module, connectors::DataCon
   auto& impl = *impl_;
   if (impl.spawn_parent()) {
     std::vector<at::Tensor> predictions;
-    run_spawned(Stage::kPredict, module, ckpt_path, nullptr, &predictions);
+    run_spawned(Stage::kPredict, module, nullptr, &predictions);
     return predictions;
   }
   const bool spawn_worker = impl.spawn_worker();

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "support/expect.h"
+#include "support/generator_options.h"
 #include "volt/generator/generator.h"
 
 namespace gen = volt::generator;
@@ -13,11 +14,7 @@ using volt::testing::contains;
 
 namespace {
 
-json base(json extra = json::object()) {
-  json o = {{"name", "app"}, {"template", "minimal"}};
-  o.update(extra);
-  return o;
-}
+using volt::testing::base_options;
 
 // The messages of the errors about `option`.
 std::string errors_for(const gen::Validation& v, const std::string& option) {
@@ -73,7 +70,7 @@ TEST(GeneratorSchema, ListsTheFiveTemplates) {
 }
 
 TEST(GeneratorValidate, CompletesDefaultsAndReadsTextValues) {
-  const auto v = gen::validate(base({{"nproc_per_node", "2"}, {"distributed", "launch"}, {"lr", "0.01"},
+  const auto v = gen::validate(base_options({{"nproc_per_node", "2"}, {"distributed", "launch"}, {"lr", "0.01"},
                                      {"deterministic", "true"}}));
   ASSERT_TRUE(v.errors.empty()) << v.errors[0].message;
   EXPECT_EQ(v.options["nproc_per_node"], 2);
@@ -84,7 +81,7 @@ TEST(GeneratorValidate, CompletesDefaultsAndReadsTextValues) {
 }
 
 TEST(GeneratorValidate, XlaTpuForcesTpuSpawnAndEightProcesses) {
-  const auto v = gen::validate(base({{"backend", "xla-tpu"}}));
+  const auto v = gen::validate(base_options({{"backend", "xla-tpu"}}));
   ASSERT_TRUE(v.errors.empty()) << v.errors[0].message;
   EXPECT_EQ(v.options["accelerator"], "tpu");
   EXPECT_EQ(v.options["distributed"], "spawn");
@@ -95,20 +92,20 @@ TEST(GeneratorValidate, XlaTpuForcesTpuSpawnAndEightProcesses) {
 }
 
 TEST(GeneratorValidate, XlaTpuOnFourChipHostsRunsFourProcesses) {
-  const auto v = gen::validate(base({{"backend", "xla-tpu"}, {"tpu_chips_per_host", 4}}));
+  const auto v = gen::validate(base_options({{"backend", "xla-tpu"}, {"tpu_chips_per_host", 4}}));
   ASSERT_TRUE(v.errors.empty());
   EXPECT_EQ(v.options["nproc_per_node"], 4);
 }
 
 TEST(GeneratorValidate, TpuAcceleratorForcesXlaBackend) {
-  const auto v = gen::validate(base({{"accelerator", "tpu"}}));
+  const auto v = gen::validate(base_options({{"accelerator", "tpu"}}));
   ASSERT_TRUE(v.errors.empty());
   EXPECT_EQ(v.options["backend"], "xla-tpu");
   EXPECT_TRUE(is_forced(v, "backend", "accelerator=tpu"));
 }
 
 TEST(GeneratorValidate, NcclForcesGpu) {
-  const auto v = gen::validate(base({{"backend", "nccl"}, {"distributed", "launch"}, {"nproc_per_node", 4}}));
+  const auto v = gen::validate(base_options({{"backend", "nccl"}, {"distributed", "launch"}, {"nproc_per_node", 4}}));
   ASSERT_TRUE(v.errors.empty());
   EXPECT_EQ(v.options["accelerator"], "gpu");
   EXPECT_TRUE(is_forced(v, "accelerator", "backend=nccl"));
@@ -166,10 +163,10 @@ TEST(GeneratorValidate, RejectsEveryImpossibleCombinationAndNamesWhatIsAllowed) 
       {"a negative learning rate", {{"lr", -1}}, "lr", "below the minimum"},
   };
   for (const auto& c : cases) {
-    const auto v = gen::validate(base(c.options));
+    const auto v = gen::validate(base_options(c.options));
     const std::string msg = errors_for(v, c.option);
     EXPECT_TRUE(contains(msg, c.says)) << c.what << ": errors for " << c.option << ": '" << msg << "'";
-    EXPECT_THROW(gen::render(base(c.options)), gen::GeneratorError) << c.what;
+    EXPECT_THROW(gen::render(base_options(c.options)), gen::GeneratorError) << c.what;
   }
 }
 
@@ -184,17 +181,17 @@ TEST(GeneratorValidate, NeverThrowsForInputThatIsNotAnObject) {
 TEST(GeneratorValidate, RejectsUnsafeProjectNames) {
   for (const char* name : {"", "../escape", "a/b", "/abs", ".hidden", "-rf", "x y", "a\\b", "na;me", "1st",
                            "\xc3\xa9t\xc3\xa9"}) {
-    const auto v = gen::validate(base({{"name", name}}));
+    const auto v = gen::validate(base_options({{"name", name}}));
     EXPECT_TRUE(contains(errors_for(v, "name"), "a letter, then letters, digits")) << "'" << name << "'";
   }
-  EXPECT_FALSE(gen::validate(base({{"name", std::string(65, 'a')}})).errors.empty());
-  EXPECT_TRUE(gen::validate(base({{"name", std::string(64, 'a')}})).errors.empty());
-  EXPECT_TRUE(gen::validate(base({{"name", "My-app_2"}})).errors.empty());
+  EXPECT_FALSE(gen::validate(base_options({{"name", std::string(65, 'a')}})).errors.empty());
+  EXPECT_TRUE(gen::validate(base_options({{"name", std::string(64, 'a')}})).errors.empty());
+  EXPECT_TRUE(gen::validate(base_options({{"name", "My-app_2"}})).errors.empty());
 }
 
 TEST(GeneratorError, ListsEveryProblemOnItsOwnLine) {
   try {
-    gen::render(base({{"backend", "xla-tpu"}, {"accelerator", "gpu"}, {"precision", "16-mixed"}}));
+    gen::render(base_options({{"backend", "xla-tpu"}, {"accelerator", "gpu"}, {"precision", "16-mixed"}}));
     FAIL() << "no error";
   } catch (const gen::GeneratorError& e) {
     ASSERT_EQ(e.problems().size(), 2u);
@@ -240,11 +237,11 @@ json parse_command(const std::string& command) {
 
 TEST(GeneratorCommandLine, RecreatesTheSameOptions) {
   const std::vector<json> cases = {
-      base(),
-      base({{"backend", "xla-tpu"}, {"tpu_chips_per_host", 4}, {"lr", 0.0003}, {"logger", "none"}}),
-      base({{"template", "gan"}, {"lr", 0.001}, {"distributed", "launch"}, {"nnodes", 3}, {"master_addr", "10.1.2.3"},
+      base_options(),
+      base_options({{"backend", "xla-tpu"}, {"tpu_chips_per_host", 4}, {"lr", 0.0003}, {"logger", "none"}}),
+      base_options({{"template", "gan"}, {"lr", 0.001}, {"distributed", "launch"}, {"nnodes", 3}, {"master_addr", "10.1.2.3"},
             {"nproc_per_node", 2}, {"backend", "nccl"}, {"save_top_k", -1}}),
-      base({{"template", "text-classification"}, {"early_stopping", true}, {"patience", 5}, {"seed", 7},
+      base_options({{"template", "text-classification"}, {"early_stopping", true}, {"patience", 5}, {"seed", 7},
             {"deterministic", true}, {"include_tests", false}}),
   };
   for (const auto& c : cases) {
@@ -256,13 +253,13 @@ TEST(GeneratorCommandLine, RecreatesTheSameOptions) {
     ASSERT_TRUE(after.errors.empty()) << cmd << ": " << after.errors[0].message;
     EXPECT_EQ(after.options, before.options) << cmd;
   }
-  EXPECT_EQ(gen::command_line(base()), "volt new app --template minimal");
+  EXPECT_EQ(gen::command_line(base_options()), "volt new app --template minimal");
 }
 
 TEST(GeneratorValidate, TemplateDefaultsYieldToGivenValues) {
-  EXPECT_DOUBLE_EQ(gen::validate(base({{"template", "gan"}})).options["lr"].get<double>(), 0.0002);
-  EXPECT_DOUBLE_EQ(gen::validate(base({{"template", "gan"}, {"lr", 0.001}})).options["lr"].get<double>(), 0.001);
-  EXPECT_DOUBLE_EQ(gen::validate(base()).options["lr"].get<double>(), 0.001);
-  EXPECT_EQ(gen::command_line(base({{"template", "gan"}})), "volt new app --template gan");
-  EXPECT_EQ(gen::command_line(base({{"template", "gan"}, {"lr", 0.001}})), "volt new app --template gan --lr 0.001");
+  EXPECT_DOUBLE_EQ(gen::validate(base_options({{"template", "gan"}})).options["lr"].get<double>(), 0.0002);
+  EXPECT_DOUBLE_EQ(gen::validate(base_options({{"template", "gan"}, {"lr", 0.001}})).options["lr"].get<double>(), 0.001);
+  EXPECT_DOUBLE_EQ(gen::validate(base_options()).options["lr"].get<double>(), 0.001);
+  EXPECT_EQ(gen::command_line(base_options({{"template", "gan"}})), "volt new app --template gan");
+  EXPECT_EQ(gen::command_line(base_options({{"template", "gan"}, {"lr", 0.001}})), "volt new app --template gan --lr 0.001");
 }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "support/expect.h"
+#include "support/generator_options.h"
 #include "volt/generator/generator.h"
 
 namespace gen = volt::generator;
@@ -13,11 +14,7 @@ using volt::testing::contains;
 
 namespace {
 
-json base(json extra = json::object()) {
-  json o = {{"name", "app"}, {"template", "minimal"}};
-  o.update(extra);
-  return o;
-}
+using volt::testing::base_options;
 
 YAML::Node config_of(const gen::Project& p) { return YAML::Load(p.files.at("config.yaml")); }
 
@@ -26,7 +23,7 @@ YAML::Node config_of(const gen::Project& p) { return YAML::Load(p.files.at("conf
 TEST(GeneratorRender, EveryTemplateIsACompleteVoltProject) {
   for (const auto& t : gen::templates()) {
     const std::string id = t["id"];
-    const auto p = gen::render(base({{"template", id}}));
+    const auto p = gen::render(base_options({{"template", id}}));
     EXPECT_EQ(p.name, "app");
     for (const char* f : {"CMakeLists.txt", "README.md", "config.yaml", "src/main.cpp"}) {
       EXPECT_TRUE(p.files.count(f)) << id << " lacks " << f;
@@ -48,7 +45,7 @@ TEST(GeneratorRender, EveryTemplateIsACompleteVoltProject) {
 }
 
 TEST(GeneratorRender, RecordsTheGeneratorVersionAndTheRecreatingCommand) {
-  const json o = base({{"template", "language-model"}, {"max_epochs", 7}});
+  const json o = base_options({{"template", "language-model"}, {"max_epochs", 7}});
   const auto p = gen::render(o);
   const std::string cmd = gen::command_line(o);
   EXPECT_EQ(cmd, "volt new app --template language-model --max-epochs 7");
@@ -59,8 +56,8 @@ TEST(GeneratorRender, RecordsTheGeneratorVersionAndTheRecreatingCommand) {
 }
 
 TEST(GeneratorRender, TrainingOptionsGoToConfigNotCode) {
-  const auto a = gen::render(base({{"template", "image-classification"}}));
-  const auto b = gen::render(base({{"template", "image-classification"}, {"lr", 0.05}, {"max_epochs", 9},
+  const auto a = gen::render(base_options({{"template", "image-classification"}}));
+  const auto b = gen::render(base_options({{"template", "image-classification"}, {"lr", 0.05}, {"max_epochs", 9},
                                    {"optimizer", "sgd"}, {"batch_size", 16}, {"seed", 1}, {"precision", "bf16-mixed"},
                                    {"early_stopping", true}, {"patience", 2}, {"logger", "none"}}));
   EXPECT_EQ(a.files.at("src/main.cpp"), b.files.at("src/main.cpp"));
@@ -79,13 +76,13 @@ TEST(GeneratorRender, TrainingOptionsGoToConfigNotCode) {
 }
 
 TEST(GeneratorRender, CheckpointOptionsGoToConfig) {
-  const auto cfg = config_of(gen::render(base({{"save_best", false}, {"save_last", false},
+  const auto cfg = config_of(gen::render(base_options({{"save_best", false}, {"save_last", false},
                                                {"every_n_train_steps", 100}, {"save_top_k", -1}})));
   EXPECT_EQ(cfg["checkpoint"]["monitor"].as<std::string>(), "");
   EXPECT_FALSE(cfg["checkpoint"]["save_last"].as<bool>());
   EXPECT_EQ(cfg["checkpoint"]["every_n_train_steps"].as<int>(), 100);
   EXPECT_EQ(cfg["checkpoint"]["save_top_k"].as<int>(), -1);
-  EXPECT_EQ(config_of(gen::render(base()))["checkpoint"]["monitor"].as<std::string>(), "val_loss");
+  EXPECT_EQ(config_of(gen::render(base_options()))["checkpoint"]["monitor"].as<std::string>(), "val_loss");
 }
 
 // One row of the matrix: the options, and what config.yaml, the README and the notebook must say.
@@ -102,27 +99,27 @@ TEST(GeneratorRender, OptionMatrixConfigReadmeAndNotebook) {
   const std::string run = "./build/app --config config.yaml";
   const std::string one = " --trainer.strategy auto --trainer.devices 1 --trainer.num_nodes 1";
   const std::vector<MatrixRow> rows = {
-      {base(), "auto", "auto", "1", 1, {run + " --trainer.max_epochs 1"}, {"volt launch", "## Run with spawn",
+      {base_options(), "auto", "auto", "1", 1, {run + " --trainer.max_epochs 1"}, {"volt launch", "## Run with spawn",
        "TPU VM", "sbatch"}, "", false},
-      {base({{"accelerator", "cpu"}, {"distributed", "launch"}, {"nproc_per_node", 2}}), "cpu", "ddp", "2", 1,
+      {base_options({{"accelerator", "cpu"}, {"distributed", "launch"}, {"nproc_per_node", 2}}), "cpu", "ddp", "2", 1,
        {"volt launch --nproc-per-node 2 -- " + run, run + one + " --trainer.max_epochs 1"},
        {"--node-rank", "TPU VM"}, "", false},
-      {base({{"distributed", "launch"}, {"nproc_per_node", 4}, {"nnodes", 3}, {"master_addr", "10.0.0.1"},
+      {base_options({{"distributed", "launch"}, {"nproc_per_node", 4}, {"nnodes", 3}, {"master_addr", "10.0.0.1"},
              {"master_port", 29600}, {"backend", "nccl"}}),
        "gpu", "ddp", "4", 3,
        {"--nnodes 3 --node-rank 0 --master-addr 10.0.0.1 --master-port 29600 -- " + run,
         "--nnodes 3 --node-rank 1 --master-addr 10.0.0.1", "--nnodes 3 --node-rank 2 --master-addr 10.0.0.1",
         "sbatch run.sbatch"},
        {"--node-rank 3", "TPU VM"}, "GPU", true},
-      {base({{"distributed", "spawn"}, {"nproc_per_node", 3}}), "auto", "ddp_spawn", "3", 1,
+      {base_options({{"distributed", "spawn"}, {"nproc_per_node", 3}}), "auto", "ddp_spawn", "3", 1,
        {"## Run with spawn", "ddp_spawn"}, {"volt launch", "TPU VM"}, "", false},
-      {base({{"accelerator", "gpu"}}), "gpu", "auto", "1", 1, {run}, {"volt launch"}, "GPU", false},
-      {base({{"backend", "xla-tpu"}}), "tpu", "xla", "8", 1,
+      {base_options({{"accelerator", "gpu"}}), "gpu", "auto", "1", 1, {run}, {"volt launch"}, "GPU", false},
+      {base_options({{"backend", "xla-tpu"}}), "tpu", "xla", "8", 1,
        {"## Run on a TPU VM", "--accelerator-type v2-8", "PJRT_DEVICE=TPU " + run}, {"volt launch", "sbatch"}, "TPU",
        false},
-      {base({{"backend", "xla-tpu"}, {"tpu_chips_per_host", 4}}), "tpu", "xla", "4", 1, {"--accelerator-type v4-8"},
+      {base_options({{"backend", "xla-tpu"}, {"tpu_chips_per_host", 4}}), "tpu", "xla", "4", 1, {"--accelerator-type v4-8"},
        {}, "TPU", false},
-      {base({{"sbatch", true}, {"distributed", "launch"}, {"nproc_per_node", 2}}), "auto", "ddp", "2", 1,
+      {base_options({{"sbatch", true}, {"distributed", "launch"}, {"nproc_per_node", 2}}), "auto", "ddp", "2", 1,
        {"sbatch run.sbatch"}, {}, "", true},
   };
   for (const auto& r : rows) {
@@ -154,7 +151,7 @@ TEST(GeneratorRender, OptionMatrixConfigReadmeAndNotebook) {
 }
 
 TEST(GeneratorNotebook, CarriesTheProjectAndTheChosenLaunch) {
-  const json o = base({{"distributed", "launch"}, {"nproc_per_node", 2}});
+  const json o = base_options({{"distributed", "launch"}, {"nproc_per_node", 2}});
   const auto p = gen::render(o);
   const json nb = json::parse(gen::notebook(p, o));
   std::string code;
@@ -174,14 +171,14 @@ TEST(GeneratorNotebook, CarriesTheProjectAndTheChosenLaunch) {
 }
 
 TEST(GeneratorRender, TestsAreOptional) {
-  EXPECT_TRUE(contains(gen::render(base()).files.at("CMakeLists.txt"), "add_test("));
-  const auto p = gen::render(base({{"include_tests", false}}));
+  EXPECT_TRUE(contains(gen::render(base_options()).files.at("CMakeLists.txt"), "add_test("));
+  const auto p = gen::render(base_options({{"include_tests", false}}));
   EXPECT_FALSE(contains(p.files.at("CMakeLists.txt"), "add_test("));
   EXPECT_FALSE(contains(p.files.at("README.md"), "ctest"));
 }
 
 TEST(GeneratorRender, MinimalIsOneSourceFile) {
-  const auto p = gen::render(base());
+  const auto p = gen::render(base_options());
   std::vector<std::string> sources;
   for (const auto& [path, content] : p.files) {
     if (path.rfind("src/", 0) == 0) sources.push_back(path);
@@ -191,7 +188,7 @@ TEST(GeneratorRender, MinimalIsOneSourceFile) {
 }
 
 TEST(GeneratorRender, ManyNodesGetACommandForEveryRank) {
-  const auto p = gen::render(base({{"distributed", "launch"}, {"nnodes", 6}, {"node_rank", 5},
+  const auto p = gen::render(base_options({{"distributed", "launch"}, {"nnodes", 6}, {"node_rank", 5},
                                    {"master_addr", "node0.cluster"}, {"nproc_per_node", 2}}));
   const std::string& readme = p.files.at("README.md");
   EXPECT_TRUE(contains(readme, "--nnodes 6 --node-rank 3 --master-addr node0.cluster"));
@@ -201,7 +198,7 @@ TEST(GeneratorRender, ManyNodesGetACommandForEveryRank) {
 }
 
 TEST(GeneratorRender, RecordedCommandLeavesForcedOptionsOut) {
-  const json o = base({{"backend", "xla-tpu"}});
+  const json o = base_options({{"backend", "xla-tpu"}});
   const auto p = gen::render(o);
   const std::string cmd = "volt new app --template minimal --backend xla-tpu";
   EXPECT_EQ(gen::command_line(o), cmd);

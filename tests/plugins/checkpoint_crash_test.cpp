@@ -23,6 +23,7 @@
 #include <ATen/ops/full.h>
 #include <gtest/gtest.h>
 
+#include "support/temp_dir.h"
 #include "support/expect.h"
 #include "volt/checkpoint_io/async_checkpoint_io.h"
 #include "volt/checkpoint_io/torch_checkpoint_io.h"
@@ -39,22 +40,7 @@ using volt::checkpoint_io::TorchCheckpointIO;
 using volt::testing::contains;
 using volt::testing::error_message;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "volt_crash_XXXXXX").string();
-    path_ = ::mkdtemp(pattern.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using volt::testing::TempDir;
 
 /// A checkpoint whose every value says which save it is: a tensor filled with `step` and
 /// meta["step"] = step, so a reader can tell a consistent file from a mixed one.

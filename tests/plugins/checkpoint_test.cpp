@@ -23,6 +23,7 @@
 #include <ATen/ops/zeros.h>
 #include <gtest/gtest.h>
 
+#include "support/temp_dir.h"
 #include "support/expect.h"
 #include <torch/csrc/jit/serialization/pickle.h>
 #include <torch/nn/modules/linear.h>
@@ -50,22 +51,7 @@ using volt::checkpoint_io::TorchCheckpointIO;
 using volt::connectors::CheckpointConnector;
 using volt::connectors::CheckpointParts;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "volt_ckpt_XXXXXX").string();
-    path_ = ::mkdtemp(pattern.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using volt::testing::TempDir;
 
 std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

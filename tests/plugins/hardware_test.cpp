@@ -20,6 +20,7 @@
 #include <ATen/ops/zeros.h>
 #include <gtest/gtest.h>
 
+#include "support/temp_dir.h"
 #include "support/expect.h"
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
@@ -315,21 +316,7 @@ class LazyModule : public volt::Module {
   torch::nn::Linear fc{nullptr};
 };
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "volt_hw_XXXXXX").string();
-    path_ = ::mkdtemp(pattern.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using volt::testing::TempDir;
 
 std::shared_ptr<SingleDeviceStrategy> make_strategy(int64_t threads = 1) {
   ScopedEnv env;

@@ -25,6 +25,7 @@
 #include <torch/nn/module.h>
 #include <nlohmann/json.hpp>
 
+#include "support/temp_dir.h"
 #include "volt/checkpoint_io/safetensors.h"
 #include "volt/core/error.h"
 
@@ -37,22 +38,7 @@ using volt::checkpoint_io::load_safetensors;
 using volt::checkpoint_io::save_module_safetensors;
 using volt::checkpoint_io::save_safetensors;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "volt_st_XXXXXX").string();
-    path_ = ::mkdtemp(pattern.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (fs::path(path_) / name).string(); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using volt::testing::TempDir;
 
 std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

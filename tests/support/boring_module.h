@@ -247,4 +247,17 @@ inline std::vector<std::string> files_under(const std::string& dir) {
   return out;
 }
 
+/// Copies of a module's parameters, in order (to compare runs).
+inline std::vector<at::Tensor> weights(const Module& m) {
+  std::vector<at::Tensor> out;
+  for (const auto& p : m.parameters()) out.push_back(p.detach().clone());
+  return out;
+}
+
+/// Every parameter of `a` equals `b`'s bit for bit.
+inline void expect_bitwise_equal(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(a[i].equal(b[i])) << "parameter " << i << " differs";
+}
+
 }  // namespace volt::testing

@@ -20,7 +20,9 @@
 namespace {
 
 using volt::Trainer;
+using volt::testing::expect_bitwise_equal;
 using volt::testing::quiet_options;
+using volt::testing::weights;
 using volt::testing::ScratchDir;
 
 /// Dropout (CPU RNG), SGD with momentum, a per-step LR schedule: everything a resume
@@ -64,16 +66,6 @@ volt::TrainerOptions options(const ScratchDir& dir) {
   return o;
 }
 
-std::vector<at::Tensor> weights(const volt::Module& m) {
-  std::vector<at::Tensor> out;
-  for (const auto& p : m.parameters()) out.push_back(p.detach().clone());
-  return out;
-}
-
-void expect_bitwise_equal(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(a[i].equal(b[i])) << "parameter " << i << " differs";
-}
 
 std::vector<at::Tensor> uninterrupted(const ScratchDir& dir) {
   volt::seed_everything(21);

@@ -41,7 +41,9 @@ namespace {
 namespace fs = std::filesystem;
 using volt::Trainer;
 using volt::testing::contains;
+using volt::testing::expect_bitwise_equal;
 using volt::testing::quiet_options;
+using volt::testing::weights;
 using volt::testing::ScratchDir;
 
 /// Where and how a run is interrupted.
@@ -115,16 +117,6 @@ volt::TrainerOptions options(const std::string& root, const RunSetup& s) {
   return o;
 }
 
-std::vector<at::Tensor> weights(const volt::Module& m) {
-  std::vector<at::Tensor> out;
-  for (const auto& p : m.parameters()) out.push_back(p.detach().clone());
-  return out;
-}
-
-void expect_bitwise_equal(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(a[i].equal(b[i])) << "parameter " << i << " differs";
-}
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -59,7 +59,7 @@ class LoggerConnector {
   std::string log_dir(const std::string& fallback);
   /// Several ranks: every rank takes rank 0's log folder and version (a collective; call
   /// on every rank once the process group is up). No-op on one process.
-  void sync_across_ranks(const std::string& fallback);
+  void sync_across_ranks();
 
  private:
   struct Aggregate {

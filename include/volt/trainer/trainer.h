@@ -97,8 +97,8 @@ class Trainer {
   void load_weights(Module& module, const std::string& ckpt_path);
   /// Spawn launcher (ddp_spawn): in the parent, runs the stage in spawned workers and takes
   /// their results back; `out_metrics`/`out_predictions` receive evaluation/predict results.
-  void run_spawned(Stage stage, Module& module, const std::string& ckpt_path, MetricMap* out_metrics,
-                   std::vector<at::Tensor>* out_predictions);
+  /// (`ckpt_path` needs no passing: the workers run the same call with it.)
+  void run_spawned(Stage stage, Module& module, MetricMap* out_metrics, std::vector<at::Tensor>* out_predictions);
   /// In a spawned worker: whether this stage call is the one the parent spawned it for
   /// (earlier calls of the program return at once), and the hand-back that ends the worker.
   bool spawn_worker_runs_this_call();
