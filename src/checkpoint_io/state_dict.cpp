@@ -62,7 +62,11 @@ void load_state_dict_strict(torch::nn::Module& module, std::map<std::string, at:
     throw CheckpointError(msg + " Load it into the model class and configuration that wrote it.");
   }
   at::NoGradGuard no_grad;
-  for (auto& [target, source_tensor] : copies) target.copy_(source_tensor);
+  for (auto& [target, source_tensor] : copies) {
+    // Onto the target's device first: a lazy tensor's copy_ from a CPU tensor goes through
+    // a conversion that logs a pinned-memory warning.
+    target.copy_(source_tensor.device() == target.device() ? source_tensor : source_tensor.to(target.device()));
+  }
 }
 
 }  // namespace volt::checkpoint_io

@@ -230,8 +230,13 @@ AcceleratorConnector::AcceleratorConnector(const TrainerOptions& options, const 
   p.num_processes = spec.one_process_per_node ? 1 : p.num_devices;
   p.world_size = p.num_processes * p.num_nodes;
 
-  if (options.num_threads == 0 && p.num_processes > 1 && p.accelerator == "cpu") {
-    // Processes of one node share its cores; more threads than cores slows every rank.
+  const bool on_host_cores =
+      p.accelerator == "cpu" ||
+      (tpu_runtime && accelerators::TpuRuntimeSpec::parse(p.tpu_runtime).kind ==
+                          accelerators::TpuRuntimeSpec::Kind::kEmulation);
+  if (options.num_threads == 0 && p.num_processes > 1 && on_host_cores) {
+    // Processes of one node share its cores (so do emulated TPU devices); more threads
+    // than cores slows every rank.
     p.num_threads = std::max<int64_t>(1, hw.cpu_cores / p.num_processes);
   }
   if (p.num_processes > hw.cpu_cores && p.accelerator == "cpu") {

@@ -443,9 +443,15 @@ bool DDPStrategy::reduce_boolean_decision(bool decision, bool all) {
 void DDPStrategy::broadcast(std::vector<at::Tensor>& tensors, int64_t src) {
   if (!impl_->pg || world_size_ == 1 || tensors.empty()) return;
   run_collective(who(), "broadcast", [&] {
+    std::vector<at::Tensor> views = gloo_transportable(tensors);
+    if (views.size() > 1) {
+      // One c10d broadcast takes one tensor per device; a list of shapes goes coalesced.
+      torch::NoGradGuard no_grad;
+      c10d::broadcast_coalesced(impl_->pg, views, 250u << 20, static_cast<int>(src));
+      return;
+    }
     c10d::BroadcastOptions opts;
     opts.rootRank = src;
-    std::vector<at::Tensor> views = gloo_transportable(tensors);
     impl_->pg->broadcast(views, opts)->wait();
   });
 }

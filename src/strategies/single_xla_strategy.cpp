@@ -3,9 +3,9 @@
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
+#include "strategies/detail/xla_device.h"
 #include "volt/core/device_placement.h"
 #include "volt/core/error.h"
-#include "volt/precision/true_precision.h"
 
 namespace volt::strategies {
 
@@ -33,18 +33,7 @@ void SingleXLAStrategy::mark_step() const {
 }
 
 void SingleXLAStrategy::setup(Module& module) {
-  module.set_device(device_);
-  module.configure_model();
-  // Module::to(dtype) on lazy tensors changes their metadata but not their data, so the
-  // true-precision dtype is applied while re-creating the tensors on the device. Other
-  // plug-ins convert first (on the tensors still on the CPU).
-  std::optional<c10::ScalarType> dtype;
-  if (const auto* true_precision = dynamic_cast<const precision::TruePrecision*>(precision_.get())) {
-    dtype = true_precision->dtype();
-  } else {
-    precision_->convert_module(module);
-  }
-  place_on_device(module, device_, dtype);
+  detail::setup_module_on_xla(module, device_, *precision_);
 }
 
 bool SingleXLAStrategy::optimizer_step(torch::optim::Optimizer& optimizer, const std::function<void()>& before_step) {
@@ -67,25 +56,13 @@ at::Tensor SingleXLAStrategy::predict_step(Module& module, Batch& batch, StepCon
 
 void SingleXLAStrategy::save_checkpoint(const Checkpoint& checkpoint, const std::string& path) {
   mark_step();
-  Checkpoint host = checkpoint;
-  for (auto& [name, tensor] : host.tensors) {
-    if (tensor.defined() && !tensor.device().is_cpu()) tensor = tensor.to(c10::kCPU);
-  }
-  Strategy::save_checkpoint(host, path);
+  Strategy::save_checkpoint(detail::checkpoint_on_host(checkpoint), path);
 }
 
 std::string SingleXLAStrategy::save_optimizer_state(torch::optim::Optimizer& optimizer) {
   mark_step();
-  move_optimizer_state(optimizer, c10::Device(c10::kCPU));
-  std::string bytes;
-  try {
-    bytes = Strategy::save_optimizer_state(optimizer);
-  } catch (...) {
-    move_optimizer_state(optimizer, device_);
-    throw;
-  }
-  move_optimizer_state(optimizer, device_);
-  return bytes;
+  return detail::optimizer_state_via_host(optimizer, device_,
+                                          [&] { return Strategy::save_optimizer_state(optimizer); });
 }
 
 void SingleXLAStrategy::load_optimizer_state(torch::optim::Optimizer& optimizer, const std::string& bytes) {

@@ -7,6 +7,7 @@
 #include "volt/strategies/ddp_strategy.h"
 #include "volt/strategies/single_device_strategy.h"
 #include "volt/strategies/single_xla_strategy.h"
+#include "volt/strategies/xla_strategy.h"
 
 namespace volt::strategies {
 
@@ -73,6 +74,7 @@ std::map<std::string, StrategyFactory>& factories() {
           p.root_device, std::dynamic_pointer_cast<accelerators::TPUAccelerator>(p.accelerator), p.precision,
           p.environment, p.checkpoint_io);
     };
+    built_in["xla"] = make_xla_strategy;
     return built_in;
   }();
   return f;

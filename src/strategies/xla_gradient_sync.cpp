@@ -31,7 +31,7 @@ int64_t average_gradients_on_host(const std::vector<at::Tensor>& params, int64_t
     offset += n;
     at::Tensor& g = const_cast<at::Tensor&>(p).mutable_grad();
     if (g.defined()) {
-      g.detach().copy_(slice);  // copy_ converts dtype and device (host -> lazy)
+      g.detach().copy_(slice.to(p.device()));  // copy_ converts the dtype
     } else {
       g = slice.to(p.device(), p.scalar_type());
     }

@@ -5,7 +5,9 @@
 // Options: --accumulate A, --epochs E, --fits F (fit F times in a row on one Trainer),
 // --die-rank R --die-step S (that rank SIGKILLs itself at step S), --stall-rank R (that rank
 // never joins a collective), --timeout SEC (process-group timeout), --shuffle,
-// --precision P, --sync-log (logs a sync_dist metric and writes it).
+// --precision P, --sync-log (logs a sync_dist metric and writes it), --accelerator A (tpu:
+// with VOLT_TPU_EMULATION=lazy), --dump-ranks (every rank, spawned workers included, also
+// writes its weights at the end of fit to OUT.worker<rank>).
 #include <signal.h>
 #include <unistd.h>
 
@@ -102,6 +104,36 @@ class GradientAgreement : public volt::callbacks::Callback {
   int64_t micro_ = 0;
 };
 
+void write_params(std::ostream& file, const torch::nn::Module& model) {
+  for (const auto& p : model.parameters()) {
+    at::Tensor flat = p.detach().to(at::kCPU, at::kFloat).reshape({-1}).contiguous();
+    const float* d = flat.data_ptr<float>();
+    for (int64_t i = 0; i < flat.numel(); ++i) {
+      char buf[64];
+      std::snprintf(buf, sizeof(buf), "%a", static_cast<double>(d[i]));
+      file << "p " << buf << "\n";
+    }
+  }
+}
+
+/// Each rank's weights as fit ends, in the process that trained them (a spawned worker
+/// exits before main's own output).
+class DumpRanks : public volt::callbacks::Callback {
+ public:
+  DumpRanks(std::string out, volt::Trainer*& trainer) : out_(std::move(out)), trainer_(trainer) {}
+  std::string state_key() const override { return "DumpRanks"; }
+  void on_fit_end(volt::TrainerView& view) override {
+    std::ofstream file(out_ + ".worker" + std::to_string(trainer_->strategy().global_rank()));
+    file << "world_size " << trainer_->strategy().world_size() << "\n";
+    file << "device " << view.module().parameters().front().device().str() << "\n";
+    write_params(file, view.module());
+  }
+
+ private:
+  std::string out_;
+  volt::Trainer*& trainer_;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -133,7 +165,7 @@ int main(int argc, char** argv) {
   auto loader = std::make_shared<volt::data::DataLoader>(dataset, lo);
 
   volt::TrainerOptions o;
-  o.accelerator = "cpu";
+  o.accelerator = arg("accelerator", "cpu");
   o.strategy = arg("strategy", "ddp");
   o.devices = arg("devices", "2");
   o.num_nodes = arg_int("nodes", 1);
@@ -157,6 +189,7 @@ int main(int argc, char** argv) {
     auto agreement = std::make_shared<GradientAgreement>(self);
     std::vector<std::shared_ptr<volt::callbacks::Callback>> callbacks;
     if (g_args.count("check-no-sync")) callbacks.push_back(agreement);
+    if (g_args.count("dump-ranks")) callbacks.push_back(std::make_shared<DumpRanks>(out, self));
     volt::Trainer trainer(o, callbacks);
     self = &trainer;
     TinyMLP model;
@@ -176,16 +209,7 @@ int main(int argc, char** argv) {
       file << "unsynced_grad_diff " << agreement->unsynced << "\n";
       file << "synced_grad_diff " << agreement->synced << "\n";
     }
-    for (const auto& p : model.parameters()) {
-      at::Tensor flat = p.detach().reshape({-1}).contiguous();
-      flat = flat.to(at::kFloat);
-      const float* d = flat.data_ptr<float>();
-      for (int64_t i = 0; i < flat.numel(); ++i) {
-        char buf[64];
-        std::snprintf(buf, sizeof(buf), "%a", static_cast<double>(d[i]));
-        file << "p " << buf << "\n";
-      }
-    }
+    write_params(file, model);
   } catch (const volt::Error& e) {
     std::cerr << "volt_dist_program: " << e.what() << std::endl;
     return 3;

@@ -186,6 +186,37 @@ TEST(DDPSpawnStrategy, ParentHoldsTheTrainedStateAndASecondFitContinues) {
   }
 }
 
+// strategy xla on the TPU emulation: 8 spawned processes (one per device of a v3-8), each
+// on its own lazy device, gradients averaged through Gloo on host copies.
+TEST(XLAStrategy, EightSpawnedProcessesEndWithIdenticalWeightsAndTheParentHoldsThem) {
+  const std::string xla = out_prefix("xla"), cpu = out_prefix("xla_ref");
+  const std::string common = "--batch 4 --samples 320 --steps 10 --fits 2 --sync-log 1";
+  const Outcome a = run("VOLT_TPU_EMULATION=lazy VOLT_TPU_EMULATION_HOST=v3-8 MASTER_PORT=29517 " +
+                        train(xla, "--accelerator tpu --strategy xla --devices 8 --dump-ranks 1 " + common));
+  ASSERT_EQ(a.code, 0) << a.output;
+  EXPECT_FALSE(volt::testing::contains(a.output, "Pinned memory")) << a.output;
+  // The reference: one CPU process with the 8 ranks' batches together.
+  const Outcome b = run(train(cpu, "--strategy single_device --devices 1 --batch 32 --samples 320 --steps 10 "
+                                   "--fits 2"));
+  ASSERT_EQ(b.code, 0) << b.output;
+
+  const Result worker0 = read_result(xla + ".worker0");
+  ASSERT_FALSE(worker0.params.empty());
+  for (int rank = 0; rank < 8; ++rank) {
+    const Result w = read_result(xla + ".worker" + std::to_string(rank));
+    EXPECT_EQ(w.fields.at("world_size"), "8") << "rank " << rank;
+    EXPECT_EQ(w.fields.at("device"), "lazy:" + std::to_string(rank)) << "each process trains on its own device";
+    EXPECT_EQ(w.params, worker0.params) << "rank " << rank << " must end bitwise equal to rank 0";
+  }
+  const Result parent = read_result(xla + ".rank0");
+  EXPECT_EQ(parent.params, worker0.params) << "the parent must hold the workers' weights";
+  EXPECT_EQ(parent.fields.at("global_step"), "20") << "the second fit continues from the first";
+  EXPECT_EQ(parent.fields.at("metric rank_value"), "3.5") << "sync_dist averages over the 8 ranks";
+  const Result ref = read_result(cpu + ".rank0");
+  EXPECT_LE(max_abs_diff(parent.params, ref.params), 1e-5)
+      << "8 ranks x batch 4 with averaged gradients must train as 1 process x batch 32";
+}
+
 TEST(VoltLaunch, RunsEveryRankWithTorchrunVariables) {
   const std::string out = out_prefix("launch");
   const Outcome r = run(kVolt + " launch --nproc-per-node 2 -- " + train(out, "--strategy ddp --devices 2 --steps 10"));

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <ATen/ops/arange.h>
@@ -211,6 +212,33 @@ TEST(TpuEmulation, ThreeDevicesOnAnEightCoreHostListsTheAllowedValues) {
   const std::string msg = error_message<ConfigError>([&] { Trainer t(tpu_options(dir.path(), "3")); });
   EXPECT_TRUE(contains(msg, "devices=3")) << msg;
   EXPECT_TRUE(contains(msg, "devices=1 or devices=8")) << msg;
+}
+
+TEST(TpuEmulation, XlaPlansSpawnInTheParentAndTrainInASpawnedWorker) {
+  auto env = emulation("v3-8");
+  ScratchDir dir;
+  TrainerOptions all_threads = tpu_options(dir.path(), "8");
+  all_threads.num_threads = 0;
+  volt::connectors::AcceleratorConnector parent(all_threads);
+  EXPECT_EQ(parent.plan().strategy, "xla");
+  EXPECT_EQ(parent.plan().launcher, "spawn");
+  EXPECT_FALSE(parent.plan().processes_started_externally);
+  EXPECT_EQ(parent.plan().world_size, 8);
+  const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  EXPECT_EQ(parent.plan().num_threads, std::max<int64_t>(1, cores / 8)) << "8 emulated devices share the cores";
+  // What the spawn launcher gives worker 5: it trains (no launcher of its own) on its device.
+  EnvGuard worker{{"VOLT_TPU_EMULATION", "lazy"}, {"VOLT_TPU_EMULATION_HOST", "v3-8"},
+                  {"VOLT_SPAWN_DIR", dir.path()},  {"RANK", "5"},
+                  {"LOCAL_RANK", "5"},             {"WORLD_SIZE", "8"},
+                  {"GROUP_RANK", "0"},             {"MASTER_ADDR", "127.0.0.1"},
+                  {"MASTER_PORT", "29871"}};
+  volt::connectors::AcceleratorConnector spawned(tpu_options(dir.path(), "8"));
+  const auto& p = spawned.plan();
+  EXPECT_TRUE(p.processes_started_externally);
+  EXPECT_EQ(p.launcher, "none");
+  EXPECT_EQ(p.global_rank, 5);
+  EXPECT_EQ(p.root_device, "lazy:5");
+  EXPECT_EQ(p.main_port, 29871);
 }
 
 // ------------------------------------------------------------------ single_xla training
