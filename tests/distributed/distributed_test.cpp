@@ -189,10 +189,11 @@ TEST(DDPSpawnStrategy, ParentHoldsTheTrainedStateAndASecondFitContinues) {
 // strategy xla on the TPU emulation: 8 spawned processes (one per device of a v3-8), each
 // on its own lazy device, gradients averaged through Gloo on host copies.
 TEST(XLAStrategy, EightSpawnedProcessesEndWithIdenticalWeightsAndTheParentHoldsThem) {
-  const std::string xla = out_prefix("xla"), cpu = out_prefix("xla_ref");
+  const std::string xla = out_prefix("xla"), cpu = out_prefix("xla_ref"), root = out_prefix("xla_root");
   const std::string common = "--batch 4 --samples 320 --steps 10 --fits 2 --sync-log 1";
   const Outcome a = run("VOLT_TPU_EMULATION=lazy VOLT_TPU_EMULATION_HOST=v3-8 MASTER_PORT=29517 " +
-                        train(xla, "--accelerator tpu --strategy xla --devices 8 --dump-ranks 1 " + common));
+                        train(xla, "--accelerator tpu --strategy xla --devices 8 --dump-ranks 1 --checkpoint 1 "
+                                   "--root " + root + " " + common));
   ASSERT_EQ(a.code, 0) << a.output;
   EXPECT_FALSE(volt::testing::contains(a.output, "Pinned memory")) << a.output;
   // The reference: one CPU process with the 8 ranks' batches together.
@@ -215,6 +216,23 @@ TEST(XLAStrategy, EightSpawnedProcessesEndWithIdenticalWeightsAndTheParentHoldsT
   const Result ref = read_result(cpu + ".rank0");
   EXPECT_LE(max_abs_diff(parent.params, ref.params), 1e-5)
       << "8 ranks x batch 4 with averaged gradients must train as 1 process x batch 32";
+
+  // Rank 0 wrote the checkpoints from CPU copies: the last one resumes on the CPU and
+  // continues as the CPU run does.
+  std::string last;
+  for (const auto& e : fs::recursive_directory_iterator(root)) {
+    if (e.path().extension() == ".ckpt" && e.path().filename().string().find("step=20") != std::string::npos) {
+      last = e.path().string();
+    }
+  }
+  ASSERT_FALSE(last.empty()) << "no checkpoint of step 20 under " << root;
+  const std::string resumed = out_prefix("xla_resumed"), ref30 = out_prefix("xla_ref30");
+  const Outcome c = run(train(resumed, "--strategy single_device --devices 1 --batch 32 --samples 320 --steps 30 "
+                                       "--root " + root + "_cpu --ckpt " + last));
+  ASSERT_EQ(c.code, 0) << c.output;
+  ASSERT_EQ(run(train(ref30, "--strategy single_device --devices 1 --batch 32 --samples 320 --steps 30")).code, 0);
+  EXPECT_EQ(read_result(resumed + ".rank0").fields.at("global_step"), "30");
+  EXPECT_LE(max_abs_diff(read_result(resumed + ".rank0").params, read_result(ref30 + ".rank0").params), 1e-5);
 }
 
 TEST(VoltLaunch, RunsEveryRankWithTorchrunVariables) {

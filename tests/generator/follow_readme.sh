@@ -4,8 +4,10 @@
 #   - a program run without limit flags (full training) runs with --print-config appended, which reads
 #     config.yaml and every flag of that command and stops: the command is checked, not the training;
 #   - `volt launch` lines run as written when this Volt has `volt launch` (FOLLOW_README_LAUNCH=1 forces it);
-#     until then, like `sbatch`, `gcloud` and the TPU VM's commands, their `./build/NAME ...` part is checked
-#     the same way (--print-config); the rest needs ddp/launch, SLURM or a TPU machine.
+#   - `sbatch`, `gcloud` and the TPU VM's run line need SLURM, a cloud account or a TPU runtime library: their
+#     `./build/NAME ...` part is checked the same way (--print-config); the TPU VM's build lines are the ones
+#     already run above;
+#   - the TPU run on Volt's emulation (a line starting VOLT_TPU_EMULATION=lazy) runs as written, in full.
 # usage: follow_readme.sh PROJECT_DIR VOLT_PREFIX
 set -euo pipefail
 dir=$1
@@ -35,6 +37,14 @@ while IFS= read -r line; do
   if [ $in_tpu_vm = 1 ] && [[ "$line" == cmake* ]]; then
     echo "  (TPU VM, same as the build above) $line"; continue
   fi
+  if [[ "$line" == VOLT_TPU_EMULATION=lazy* ]]; then
+    echo "  run (TPU emulation): $line"
+    start=$(date +%s)
+    eval "$line"
+    echo "  (took $(( $(date +%s) - start )) s)"
+    ran=$((ran + 1))
+    continue
+  fi
   if [[ "$line" == *"volt launch"* && $have_launch = 1 && $in_tpu_vm = 0 ]]; then
     echo "  run (launch): $line"
     eval "$line"
@@ -43,7 +53,7 @@ while IFS= read -r line; do
   fi
   if [ -n "$program_part" ] && [[ "$line" != *limit_train_batches* || "$line" == *"volt launch"* || $in_tpu_vm = 1 ]]; then
     echo "  check: $program_part --print-config"
-    out=$(eval "${program_part#PJRT_DEVICE=TPU } --print-config")
+    out=$(eval "$program_part --print-config")
     grep -q "max_epochs" <<<"$out" || { echo "follow_readme: '$program_part' did not print its config"; exit 1; }
     checked=$((checked + 1))
     continue

@@ -2,7 +2,8 @@
 # CI for the templates: renders every template with its default options, builds it against an
 # installed Volt (one build per template, ccache on, -j2), runs it for a few batches on CPU by
 # following its README (follow_readme.sh), and runs its ctest smoke test. Then one launch-mode
-# project (--distributed launch --nproc-per-node 2) the same way, single-process (see README).
+# project (--distributed launch --nproc-per-node 2) the same way, and one xla-tpu project whose TPU run goes
+# through Volt's TPU emulation (see follow_readme.sh).
 # usage: generated_projects.sh VOLT_NEW_BINARY VOLT_PREFIX [TEMPLATE ...]
 set -euo pipefail
 volt_new=$(realpath "$1")
@@ -49,6 +50,13 @@ done
 if [ $# -eq 0 ] || [[ " $* " == *" minimal "* ]]; then
   if ! project launch_app "$work/launch_app" --template minimal --distributed launch --nproc-per-node 2; then
     echo "FAILED: launch-mode project"
+    status=1
+  fi
+fi
+if [ $# -eq 0 ] || [[ " $* " == *" image-classification "* ]]; then
+  # backend xla-tpu: its README's TPU run, on Volt's TPU emulation (8 spawned processes), one epoch.
+  if ! project xla_app "$work/xla_app" --template image-classification --backend xla-tpu --max-epochs 1; then
+    echo "FAILED: xla-tpu project"
     status=1
   fi
 fi

@@ -115,9 +115,11 @@ TEST(GeneratorRender, OptionMatrixConfigReadmeAndNotebook) {
        {"## Run with spawn", "ddp_spawn"}, {"volt launch", "TPU VM"}, "", false},
       {base_options({{"accelerator", "gpu"}}), "gpu", "auto", "1", 1, {run}, {"volt launch"}, "GPU", false},
       {base_options({{"backend", "xla-tpu"}}), "tpu", "xla", "8", 1,
-       {"## Run on a TPU VM", "--accelerator-type v2-8", "PJRT_DEVICE=TPU " + run}, {"volt launch", "sbatch"}, "TPU",
-       false},
-      {base_options({{"backend", "xla-tpu"}, {"tpu_chips_per_host", 4}}), "tpu", "xla", "4", 1, {"--accelerator-type v4-8"},
+       {"## Run on a TPU VM", "--accelerator-type v2-8", "VOLT_TPU_RUNTIME_LIBRARY=$TPU_RUNTIME " + run,
+        "VOLT_TPU_EMULATION=lazy VOLT_TPU_EMULATION_HOST=v2-8 " + run,
+        run + " --trainer.accelerator auto" + one + " --trainer.max_epochs 1"},
+       {"volt launch", "sbatch", "PJRT_DEVICE"}, "TPU", false},
+      {base_options({{"backend", "xla-tpu"}, {"tpu_chips_per_host", 4}}), "tpu", "xla", "4", 1, {"--accelerator-type v4-8", "VOLT_TPU_EMULATION_HOST=v4-8 "},
        {}, "TPU", false},
       {base_options({{"sbatch", true}, {"distributed", "launch"}, {"nproc_per_node", 2}}), "auto", "ddp", "2", 1,
        {"sbatch run.sbatch"}, {}, "", true},
@@ -168,6 +170,24 @@ TEST(GeneratorNotebook, CarriesTheProjectAndTheChosenLaunch) {
   // The files are embedded: the config text is there, JSON-escaped.
   EXPECT_TRUE(contains(code, json(p.files.at("config.yaml")).dump()));
   EXPECT_EQ(nb["metadata"]["volt"]["command"], gen::command_line(o));
+}
+
+TEST(GeneratorNotebook, XlaTrainsWithTheRuntimeLibraryOrSaysItFallsBackToTheEmulation) {
+  const json o = base_options({{"backend", "xla-tpu"}, {"tpu_chips_per_host", 4}});
+  const auto p = gen::render(o);
+  const json nb = json::parse(gen::notebook(p, o));
+  std::string code;
+  for (const auto& cell : nb["cells"]) {
+    if (cell["cell_type"] == "code") {
+      for (const auto& line : cell["source"]) code += line.get<std::string>();
+    }
+  }
+  EXPECT_EQ(nb["metadata"]["accelerator"], "TPU");
+  EXPECT_TRUE(contains(code, "os.environ.get('VOLT_TPU_RUNTIME_LIBRARY')")) << code;
+  EXPECT_TRUE(contains(code, "training on the emulated TPU")) << code;
+  EXPECT_TRUE(contains(code, "os.environ['VOLT_TPU_EMULATION_HOST'] = 'v4-8'")) << code;
+  EXPECT_TRUE(contains(code, "!./build/app --config config.yaml")) << code;
+  EXPECT_FALSE(contains(code, "torch_xla")) << "Volt does not use torch_xla";
 }
 
 TEST(GeneratorRender, TestsAreOptional) {

@@ -40,6 +40,9 @@ std::string cpp_identifier(const std::string& name) {
 
 // Everything a template may use: every option as text, plus what the options imply for the Trainer
 // (strategy, devices) and for the README (which launch sections apply).
+/// The TPU host type a project with backend xla-tpu names (gcloud, the emulation).
+std::string tpu_host_type(const json& o) { return o["tpu_chips_per_host"] == 4 ? "v4-8" : "v2-8"; }
+
 mu::data context(const json& o, const json& meta, const std::string& command) {
   mu::data d;
   for (const auto& [key, value] : o.items()) d.set(key, show(value));
@@ -70,14 +73,16 @@ mu::data context(const json& o, const json& meta, const std::string& command) {
     for (int64_t r = 1; r < nnodes && r < 4; ++r) list.push_back(mu::data("rank", std::to_string(r)));
     return list;
   }());
-  d.set("tpu_accelerator_type", std::string(o["tpu_chips_per_host"] == 4 ? "v4-8" : "v2-8"));
+  d.set("tpu_accelerator_type", tpu_host_type(o));
   d.set("last_node_rank", std::to_string(nnodes - 1));
   d.set("more_node_ranks", nnodes > 4);
   d.set("this_node", o["node_rank"].get<int64_t>() > 0);
   // A one-process run of a distributed config: the same config with these overrides.
+  // (accelerator auto: a TPU project's one-process run works on any machine.)
   d.set("one_process_flags", std::string(dist == "off" ? ""
-                                                       : " --trainer.strategy auto --trainer.devices 1 "
-                                                         "--trainer.num_nodes 1"));
+                                                       : std::string(xla ? " --trainer.accelerator auto" : "") +
+                                                             " --trainer.strategy auto --trainer.devices 1 "
+                                                             "--trainer.num_nodes 1"));
   mu::data data_list{mu::data::type::list};
   const json data_options = meta.value("data", json::object());
   for (const auto& [key, value] : data_options.items()) {
@@ -196,9 +201,7 @@ std::string notebook(const Project& project, const json& options) {
                        "-DVOLT_BUILD_TESTS=OFF -DVOLT_BUILD_BENCH=OFF -DVOLT_BUILD_EXAMPLES=OFF "
                        "-DCMAKE_PREFIX_PATH=$TORCH_PREFIX\n"
                        "!cmake --build /content/volt-build -j4 && cmake --install /content/volt-build --prefix "
-                       "/content/volt-prefix" +
-                       std::string(xla ? "\n!python3 -c 'import torch_xla; print(\"torch_xla\", torch_xla.__version__)'"
-                                       : "")));
+                       "/content/volt-prefix"));
   // The project itself, file by file, so that the notebook needs nothing else.
   std::string writer = "import os\nfiles = " + json(project.files).dump() +
                        "\nfor path, text in files.items():\n"
@@ -215,6 +218,17 @@ std::string notebook(const Project& project, const json& options) {
   if (dist == "launch") {
     run = "!/content/volt-prefix/bin/volt launch --nproc-per-node " + std::to_string(nproc) + " -- ./build/" + name +
           " --config config.yaml";
+  } else if (xla) {
+    // Volt needs a TPU runtime library; without one the notebook still runs, on the emulation.
+    run = "import os\n"
+          "if os.environ.get('VOLT_TPU_RUNTIME_LIBRARY'):\n"
+          "    print('TPU runtime:', os.environ['VOLT_TPU_RUNTIME_LIBRARY'])\n"
+          "else:\n"
+          "    print('VOLT_TPU_RUNTIME_LIBRARY is not set: training on the emulated TPU (the CPU); see Volt docs/tpu.md')\n"
+          "    os.environ['VOLT_TPU_EMULATION'] = 'lazy'\n"
+          "    os.environ['VOLT_TPU_EMULATION_HOST'] = '" +
+          tpu_host_type(o) +
+          "'\n!./build/" + name + " --config config.yaml";
   } else {
     run = "!./build/" + name + " --config config.yaml";
   }

@@ -121,7 +121,7 @@ int main(int argc, char** argv) {
     volt::TrainerOptions options = cli.trainer_options();
     auto callbacks = project::make_callbacks(cli, options);
     volt::Trainer trainer(options, callbacks);  // seeds before the model is built
-    std::cout << trainer.plan().describe();
+    if (trainer.plan().global_rank == 0) std::cout << trainer.plan().describe();  // once, not per process
     ImageClassifier model(cli.get_double("model.lr"), cli.get_string("model.optimizer"));
     ImageData data(cli.get_string("data.dir"), cli.get_int("data.batch_size"), cli.get_int("data.val_size"),
                    cli.get_int("data.num_workers"), options.seed.value_or(0));

@@ -183,7 +183,7 @@ int main(int argc, char** argv) {
     volt::TrainerOptions options = cli.trainer_options();
     auto callbacks = project::make_callbacks(cli, options);
     volt::Trainer trainer(options, callbacks);
-    std::cout << trainer.plan().describe();
+    if (trainer.plan().global_rank == 0) std::cout << trainer.plan().describe();  // once, not per process
     CharTransformer model(cli.get_int("data.context"), cli.get_int("model.dim"), cli.get_int("model.heads"),
                           cli.get_int("model.layers"), cli.get_double("model.lr"), cli.get_string("model.optimizer"));
     TextFileData data(cli.get_string("data.file"), cli.get_int("data.context"), cli.get_double("data.val_fraction"),

@@ -157,7 +157,7 @@ int main(int argc, char** argv) {
     volt::TrainerOptions options = cli.trainer_options();
     auto callbacks = project::make_callbacks(cli, options);
     volt::Trainer trainer(options, callbacks);  // seeds before the data and the model are made
-    std::cout << trainer.plan().describe();
+    if (trainer.plan().global_rank == 0) std::cout << trainer.plan().describe();  // once, not per process
     Regressor model(cli.get_int("data.features"), cli.get_double("model.lr"), cli.get_string("model.optimizer"));
     SyntheticData data(cli.get_int("data.samples"), cli.get_int("data.features"), cli.get_int("data.batch_size"),
                        options.seed.value_or(0));

@@ -191,7 +191,7 @@ int main(int argc, char** argv) {
     volt::TrainerOptions options = cli.trainer_options();
     auto callbacks = project::make_callbacks(cli, options);
     volt::Trainer trainer(options, callbacks);
-    std::cout << trainer.plan().describe();
+    if (trainer.plan().global_rank == 0) std::cout << trainer.plan().describe();  // once, not per process
     TextData data(cli.get_string("data.dir"), split(cli.get_string("data.categories")), cli.get_int("data.buckets"),
                   cli.get_double("data.val_fraction"), cli.get_int("data.batch_size"), options.seed.value_or(0));
     TextClassifier model(cli.get_int("data.buckets"), data.classes(), cli.get_double("model.lr"),
