@@ -136,7 +136,8 @@ TpuRuntime::TpuRuntime(TpuRuntimeSpec spec, const VoltTpuRuntime& table)
       name_(table.name != nullptr ? table.name : "unnamed"),
       device_type_(c10::kXLA),
       device_count_(table.device_count),
-      mark_step_(table.mark_step) {
+      mark_step_(table.mark_step),
+      all_reduce_mean_(table.abi_version >= 2 ? table.all_reduce_mean : nullptr) {
   const std::string where = spec_.kind == TpuRuntimeSpec::Kind::kLibrary ? "TPU runtime library '" + spec_.library + "'"
                                                                          : "the TPU emulation";
   const std::string type = table.device_type != nullptr ? table.device_type : "";
@@ -197,9 +198,9 @@ std::shared_ptr<TpuRuntime> TpuRuntime::open(const TpuRuntimeSpec& spec) {
       if (init(&table, error, sizeof error) != 0) {
         throw ConfigError("TPU runtime library '" + spec.library + "' failed to initialise: " + error);
       }
-      if (table.abi_version != VOLT_TPU_RUNTIME_ABI_VERSION) {
+      if (table.abi_version != 1 && table.abi_version != VOLT_TPU_RUNTIME_ABI_VERSION) {
         throw ConfigError("TPU runtime library '" + spec.library + "' implements entry-point version " +
-                          std::to_string(table.abi_version) + "; this Volt speaks version " +
+                          std::to_string(table.abi_version) + "; this Volt speaks versions 1 and " +
                           std::to_string(VOLT_TPU_RUNTIME_ABI_VERSION) + ". Rebuild the library against this Volt.");
       }
       break;  // the library stays loaded for the life of the process, as its backend must
@@ -216,7 +217,9 @@ std::string TpuRuntime::describe() const {
   if (spec_.kind == TpuRuntimeSpec::Kind::kEmulation) {
     return "emulated " + spec_.host_type + " host: " + name_ + ", " + devices + " (VOLT_TPU_EMULATION=lazy)";
   }
-  return name_ + " from " + spec_.library + ", " + devices + " (VOLT_TPU_RUNTIME_LIBRARY)";
+  return name_ + " from " + spec_.library + ", " + devices +
+         (has_collective() ? ", its own all-reduce" : ", gradients averaged on host copies") +
+         " (VOLT_TPU_RUNTIME_LIBRARY)";
 }
 
 void TpuRuntime::mark_step(const c10::Device& device) const {
@@ -224,6 +227,20 @@ void TpuRuntime::mark_step(const c10::Device& device) const {
   if (mark_step_(device.has_index() ? device.index() : 0, error, sizeof error) != 0) {
     throw NotSupportedError("the TPU runtime " + name_ + " failed at a step boundary on " + device.str() + ": " +
                             error);
+  }
+}
+
+void TpuRuntime::all_reduce_mean(const c10::Device& device, std::vector<at::Tensor>& tensors,
+                                 int64_t world_size) const {
+  if (all_reduce_mean_ == nullptr) {
+    throw Error("TpuRuntime::all_reduce_mean: the TPU runtime " + name_ + " has no collective of its own.");
+  }
+  char error[1024] = {0};
+  if (all_reduce_mean_(device.has_index() ? device.index() : 0, tensors.data(), tensors.size(),
+                       static_cast<int>(world_size), error, sizeof error) != 0) {
+    throw DistributedError("the TPU runtime " + name_ + " failed to average " + std::to_string(tensors.size()) +
+                           " gradient tensor(s) over " + std::to_string(world_size) + " processes on " +
+                           device.str() + ": " + error);
   }
 }
 

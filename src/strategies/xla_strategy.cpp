@@ -1,5 +1,6 @@
 #include "volt/strategies/xla_strategy.h"
 
+#include <ATen/ops/zeros_like.h>
 #include <torch/csrc/autograd/grad_mode.h>
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
@@ -55,9 +56,23 @@ bool XLAStrategy::optimizer_step(torch::optim::Optimizer& optimizer, const std::
     for (const auto& group : optimizer.param_groups()) {
       for (const auto& p : group.params()) params.push_back(p);
     }
-    last_averaged_ = average_gradients_on_host(params, world_size(), [this](at::Tensor& buffer) {
-      buffer.copy_(DDPStrategy::all_reduce(buffer, ReduceOp::kSum));
-    });
+    if (runtime_->has_collective()) {
+      // The runtime's own all-reduce, on the device tensors. A parameter without a
+      // gradient sends zeros, so every process sends the same list.
+      std::vector<at::Tensor> grads;
+      grads.reserve(params.size());
+      for (auto& p : params) {
+        at::Tensor& g = p.mutable_grad();
+        if (!g.defined()) g = at::zeros_like(p);
+        grads.push_back(g);
+        last_averaged_ += g.numel();
+      }
+      runtime_->all_reduce_mean(device_, grads, world_size());
+    } else {
+      last_averaged_ = average_gradients_on_host(params, world_size(), [this](at::Tensor& buffer) {
+        buffer.copy_(DDPStrategy::all_reduce(buffer, ReduceOp::kSum));
+      });
+    }
   }
   const bool stepped = Strategy::optimizer_step(optimizer, before_step);
   mark_step();

@@ -235,6 +235,28 @@ TEST(XLAStrategy, EightSpawnedProcessesEndWithIdenticalWeightsAndTheParentHoldsT
   EXPECT_LE(max_abs_diff(read_result(resumed + ".rank0").params, read_result(ref30 + ".rank0").params), 1e-5);
 }
 
+// A runtime library with its own collective (VoltTpuRuntime::all_reduce_mean): xla averages
+// the gradients through it, not through Gloo.
+TEST(XLAStrategy, ARuntimeWithItsOwnCollectiveAveragesTheGradients) {
+  const std::string xla = out_prefix("xla_lib"), cpu = out_prefix("xla_lib_ref");
+  const Outcome a = run(std::string("VOLT_TPU_RUNTIME_LIBRARY=") + VOLT_TEST_TPU_RUNTIME +
+                        " TPU_ACCELERATOR_TYPE=v4-8 MASTER_PORT=29541 " +
+                        train(xla, "--accelerator tpu --strategy xla --devices 4 --batch 8 --samples 320 --steps 10 "
+                                   "--dump-ranks 1"));
+  ASSERT_EQ(a.code, 0) << a.output;
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_TRUE(volt::testing::contains(a.output, "volt-test-runtime: rank " + std::to_string(rank) +
+                                                      " averages gradients with the runtime's own collective"))
+        << a.output;
+  }
+  ASSERT_EQ(run(train(cpu, "--strategy single_device --devices 1 --batch 32 --samples 320 --steps 10")).code, 0);
+  const Result parent = read_result(xla + ".rank0");
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_EQ(read_result(xla + ".worker" + std::to_string(rank)).params, parent.params) << "rank " << rank;
+  }
+  EXPECT_LE(max_abs_diff(parent.params, read_result(cpu + ".rank0").params), 1e-5);
+}
+
 TEST(VoltLaunch, RunsEveryRankWithTorchrunVariables) {
   const std::string out = out_prefix("launch");
   const Outcome r = run(kVolt + " launch --nproc-per-node 2 -- " + train(out, "--strategy ddp --devices 2 --steps 10"));

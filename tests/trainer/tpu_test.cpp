@@ -488,6 +488,8 @@ TEST(TpuRuntimeLibrary, LoadsThroughTheEntryPointAndTrainsWithItsMarkStep) {
   Trainer trainer(o);
   EXPECT_EQ(trainer.plan().tpu_runtime, std::string("library:") + VOLT_TEST_TPU_RUNTIME);
   EXPECT_TRUE(contains(trainer.plan().tpu_runtime_info, "volt-test-runtime")) << trainer.plan().tpu_runtime_info;
+  // The library fills the version-2 table, collective included; the plan says so.
+  EXPECT_TRUE(contains(trainer.plan().tpu_runtime_info, "its own all-reduce")) << trainer.plan().tpu_runtime_info;
   EXPECT_EQ(trainer.strategy().name(), "single_xla");
   void* lib = ::dlopen(VOLT_TEST_TPU_RUNTIME, RTLD_NOW | RTLD_NOLOAD);
   ASSERT_NE(lib, nullptr) << "the Trainer did not load the runtime library";

@@ -2,7 +2,9 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
 #include "volt/accelerators/tpu_runtime_abi.h"
@@ -54,6 +56,12 @@ class TpuRuntime {
   /// The step boundary on `device`: compiles (or reuses) and runs the recorded graph.
   /// Throws NotSupportedError with the backend's message when it fails.
   void mark_step(const c10::Device& device) const;
+  /// Whether the runtime brings its own collective (VoltTpuRuntime::all_reduce_mean).
+  bool has_collective() const { return all_reduce_mean_ != nullptr; }
+  /// The runtime's collective: each tensor (on `device`) replaced by its mean over the
+  /// `world_size` processes. Throws DistributedError with the runtime's message; a
+  /// runtime without one is a logic error (check has_collective()).
+  void all_reduce_mean(const c10::Device& device, std::vector<at::Tensor>& tensors, int64_t world_size) const;
 
   /// Graphs compiled so far by LibTorch's lazy-tensor executor in this process (its
   /// "UncachedCompile" counter) and graphs reused from its cache ("CachedCompile"). A
@@ -69,6 +77,7 @@ class TpuRuntime {
   c10::DeviceType device_type_;
   int64_t device_count_;
   int (*mark_step_)(int, char*, size_t);
+  int (*all_reduce_mean_)(int, void*, size_t, int, char*, size_t);
 };
 
 /// The emulation's entry point, with the same signature a library exports: registers the

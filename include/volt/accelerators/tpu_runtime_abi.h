@@ -18,8 +18,9 @@
 extern "C" {
 #endif
 
-/** The ABI version this header describes; Volt refuses a library that reports another. */
-#define VOLT_TPU_RUNTIME_ABI_VERSION 1
+/** The ABI version this header describes. Volt also accepts a library that reports 1
+ *  (the same table without `all_reduce_mean`) and refuses any other. */
+#define VOLT_TPU_RUNTIME_ABI_VERSION 2
 
 /** What the library reports. Strings must stay valid until the process exits. */
 typedef struct VoltTpuRuntime {
@@ -36,6 +37,17 @@ typedef struct VoltTpuRuntime {
    *  device `device_index`, and wait for it. Returns 0, or nonzero with a message written
    *  into `error` (at most `error_size` bytes, NUL-terminated). */
   int (*mark_step)(int device_index, char* error, size_t error_size);
+  /** Optional (version 2; leave NULL if the runtime has none): the runtime's own collective
+   *  for strategy "xla". Replaces each of the `count` tensors at `tensors` (an array of
+   *  at::Tensor, C++ objects of the LibTorch both sides are built with, on device
+   *  `device_index`) by its mean over the `world_size` processes of the job, in place. The
+   *  job's layout is in the process environment (RANK, WORLD_SIZE, MASTER_ADDR,
+   *  MASTER_PORT; Volt's own c10d store uses MASTER_PORT). Volt calls it in every process
+   *  before each optimizer step, after mark_step, with the gradients in the same order.
+   *  Without it, Volt averages them on host copies through c10d Gloo. Returns 0, or
+   *  nonzero with a message in `error`. */
+  int (*all_reduce_mean)(int device_index, void* tensors, size_t count, int world_size, char* error,
+                         size_t error_size);
 } VoltTpuRuntime;
 
 /** The entry point. Registers the backend (idempotent: Volt calls it once per process),

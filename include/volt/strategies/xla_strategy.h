@@ -8,11 +8,11 @@ namespace volt::strategies {
 
 /// One process per TPU device, started by the spawn launcher (Lightning's XLAStrategy):
 /// each worker trains on its own lazy-tensor device; before every optimizer step the
-/// gradients are averaged across the processes. The TPU runtimes Volt can load have no
-/// collective of their own in the runtime entry point, so the average goes through the
-/// process group of the distributed strategy it builds on (c10d Gloo) on host copies: one
-/// float32 buffer per step (average_gradients_on_host). On the CPU stand-in that is the
-/// whole story; on a real TPU host it costs a device-to-host copy per step (docs/tpu.md).
+/// gradients are averaged across the processes: by the runtime's own collective when its
+/// library provides one (VoltTpuRuntime::all_reduce_mean), else on host copies through
+/// the c10d Gloo process group of the distributed strategy it builds on, one float32
+/// buffer per step (average_gradients_on_host; the CPU stand-in's way). Other collectives
+/// (logging, decisions) always use Gloo on host copies (docs/tpu.md).
 ///
 /// As with single_xla, mark_step() closes each optimizer step and precedes every read on
 /// the host; rank 0 writes checkpoints from CPU copies; the parent of the spawned workers
