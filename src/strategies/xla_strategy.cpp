@@ -49,9 +49,9 @@ void XLAStrategy::setup(Module& module) {
 }
 
 bool XLAStrategy::optimizer_step(torch::optim::Optimizer& optimizer, const std::function<void()>& before_step) {
-  mark_step();  // the gradients of this step, computed
   last_averaged_ = 0;
   if (world_size() > 1) {
+    mark_step();  // the gradients of this step, computed before they are averaged
     std::vector<at::Tensor> params;
     for (const auto& group : optimizer.param_groups()) {
       for (const auto& p : group.params()) params.push_back(p);
@@ -125,8 +125,8 @@ void XLAStrategy::broadcast(std::vector<at::Tensor>& tensors, int64_t src) {
   for (size_t i = 0; i < tensors.size(); ++i) {
     if (on_device(tensors[i])) {
       tensors[i].detach().copy_(host[i].to(device_));  // (not copy_ from the CPU: see load_state_dict_strict)
-    } else {
-      tensors[i] = host[i];
+    } else if (!host[i].is_same(tensors[i])) {
+      tensors[i].detach().copy_(host[i]);  // a CPU tensor that needed a contiguous copy
     }
   }
   mark_step();
