@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "support/temp_dir.h"
 #include "volt/callbacks/callback.h"
 #include "volt/core/module.h"
 #include "volt/core/trainer_options.h"
@@ -190,31 +191,21 @@ inline std::shared_ptr<data::DataLoader> random_loader(int64_t n, int64_t batch,
   return std::make_shared<data::DataLoader>(random_dataset(n, seed, in), o);
 }
 
-/// A fresh folder for one test, named after it, removed on destruction.
-class ScratchDir {
+/// A TempDir named after the running test (easier to trace when one is left behind).
+class ScratchDir : public TempDir {
  public:
-  ScratchDir() {
+  ScratchDir() : TempDir(test_prefix()), path_(str()) {}
+  const std::string& path() const { return path_; }
+
+ private:
+  static std::string test_prefix() {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    std::string name = std::string("volt_trainer_") + info->test_suite_name() + "_" + info->name() + "_" +
-                       std::to_string(::getpid());
+    std::string name = std::string("volt_trainer_") + info->test_suite_name() + "_" + info->name();
     for (char& c : name) {
       if (c == '/') c = '_';
     }
-    path_ = (std::filesystem::path(::testing::TempDir()) / name).string();
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
+    return name;
   }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-
-  const std::string& path() const { return path_; }
-  std::string operator/(const std::string& rel) const { return (std::filesystem::path(path_) / rel).string(); }
-
- private:
   std::string path_;
 };
 
