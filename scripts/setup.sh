@@ -57,10 +57,20 @@ fi
 
 # playwright-core for the browser tests, exactly as locked; it drives Debian's /usr/bin/chromium and downloads
 # no browser. Re-run only when the lock file changed since the last install.
+# playwright-core 1.64 needs Node.js 20 or newer: with an older node (Debian 12's is 18) the browser test is
+# skipped (tests/ui/CMakeLists.txt), so there is nothing to install.
 e2e=tests/ui/e2e
-if [ ! -f "$e2e/node_modules/.package-lock.json" ] || [ "$e2e/package-lock.json" -nt "$e2e/node_modules/.package-lock.json" ]; then
+node_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+if [ "$node_major" -lt 20 ]; then
+  echo "volt setup: Node.js $(node --version 2>/dev/null || echo '(none)') is older than 20: the browser test of" \
+       "volt ui will be skipped, and its packages are not installed"
+elif [ ! -f "$e2e/node_modules/.package-lock.json" ] || [ "$e2e/package-lock.json" -nt "$e2e/node_modules/.package-lock.json" ]; then
   echo "volt setup: installing the browser-test packages (npm ci in $e2e)"
-  (cd "$e2e" && npm ci --no-audit --no-fund)
+  if ! (cd "$e2e" && npm ci --no-audit --no-fund); then
+    echo "volt setup: npm ci in $e2e failed (see above; the npm registry must be reachable, and a TLS-inspecting" \
+         "proxy's CA known to Node.js through NODE_EXTRA_CA_CERTS). The browser test needs these packages." >&2
+    exit 1
+  fi
 else
   echo "volt setup: browser-test packages in $e2e are up to date"
 fi
