@@ -107,7 +107,7 @@ TpuHost TPUAccelerator::probe(const Environ& env, const std::string& root) {
     host.present = true;
     host.platform = "emulated";
     host.topology = parse_tpu_accelerator_type(runtime.host_type);
-    host.worker_hostnames = {"localhost"};
+    host.worker_hostnames = {"127.0.0.1"};
     host.evidence = "VOLT_TPU_EMULATION=lazy (a " + runtime.host_type + " host emulated on the CPU)";
     return host;
   }

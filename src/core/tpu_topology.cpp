@@ -82,7 +82,8 @@ TpuHost describe_tpu_host(const Environ& env, bool device_files, const std::stri
       if (!name.empty()) host.worker_hostnames.push_back(name);
     }
   }
-  if (host.worker_hostnames.empty()) host.worker_hostnames.push_back("localhost");
+  // One host: this one, without a name lookup (a minimal system may have no /etc/hosts).
+  if (host.worker_hostnames.empty()) host.worker_hostnames.push_back("127.0.0.1");
   if (host.worker_id >= static_cast<int64_t>(host.worker_hostnames.size())) {
     throw ConfigError("TPU_WORKER_ID=" + std::to_string(host.worker_id) + " but TPU_WORKER_HOSTNAMES lists " +
                       std::to_string(host.worker_hostnames.size()) + " host(s).");
