@@ -34,8 +34,22 @@ std::string first_line(const std::string& s) {
 }
 
 std::string error_text(const std::exception& e) {
-  if (const auto* c = dynamic_cast<const c10::Error*>(&e)) return first_line(c->what_without_backtrace());
-  return first_line(e.what());
+  std::string text = first_line(dynamic_cast<const c10::Error*>(&e) != nullptr
+                                    ? dynamic_cast<const c10::Error*>(&e)->what_without_backtrace()
+                                    : e.what());
+  while (!text.empty() && (text.back() == '.' || text.back() == ' ')) text.pop_back();  // the caller goes on
+  return text;
+}
+
+/// Empty when `host` resolves to an IPv4 or IPv6 address; else why not.
+std::string resolve_error(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res);
+  if (res != nullptr) freeaddrinfo(res);
+  return rc == 0 ? "" : gai_strerror(rc);
 }
 
 c10d::ReduceOp to_c10d(ReduceOp op) {
@@ -200,6 +214,11 @@ void DDPStrategy::join_process_group() {
   const std::string where = addr + ":" + std::to_string(port);
   if (port <= 0 || port > 65535) {
     throw ConfigError("MASTER_PORT=" + std::to_string(port) + " is not a TCP port. Use a free port in 1..65535.");
+  }
+  if (const std::string why = resolve_error(addr); !why.empty()) {
+    throw DistributedError(who() + ": MASTER_ADDR=" + addr + " does not resolve to an address (" + why +
+                           "). Give rank 0's node as an IP address, or a name this host can look up (DNS, "
+                           "/etc/hosts).");
   }
   c10d::TCPStoreOptions opts;
   opts.port = static_cast<std::uint16_t>(port);

@@ -337,6 +337,17 @@ TEST(DDPRendezvous, AnUnreachableMasterFailsWithinTheTimeoutNamingAddressAndPort
   EXPECT_LT(r.seconds, 15.0);
 }
 
+TEST(DDPRendezvous, AMasterAddrThatDoesNotResolveIsReportedAtOnce) {
+  const std::string out = out_prefix("unresolved");
+  // ".invalid" never resolves (RFC 2606): no waiting for the rendezvous timeout.
+  const Outcome r = run("MASTER_ADDR=no-such-host.invalid MASTER_PORT=29519 WORLD_SIZE=2 RANK=1 LOCAL_RANK=1 " +
+                        train(out, "--strategy ddp --devices 2 --rendezvous-timeout 30"));
+  EXPECT_EQ(r.code, 3) << r.output;
+  EXPECT_TRUE(volt::testing::contains(r.output, "MASTER_ADDR=no-such-host.invalid does not resolve")) << r.output;
+  EXPECT_TRUE(volt::testing::contains(r.output, "rank 1 on host")) << r.output;
+  EXPECT_LT(r.seconds, 10.0);
+}
+
 TEST(DDPRendezvous, AMasterPortInUseIsReported) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   ASSERT_GE(fd, 0);
