@@ -4,6 +4,8 @@
 //   ddp    : 2 processes, gradients averaged by c10d's Reducer (buckets, overlapped with backward)
 //   flat   : the same 2 processes with the Reducer off, one flat allreduce of all gradients
 //            after backward (the baseline the Reducer's overlap should beat)
+//   pair   : 2 independent single processes at the same time, no communication at all: what
+//            this machine's cores give two processes, the ceiling for ddp's throughput
 // Every mode runs in fresh processes, alternating for --rounds rounds; the median is reported.
 //   build/bench/ddp_scaling [--steps 150] [--warmup 20] [--rounds 3] [--bucket-view 1]
 // A rank process is this program with --mode; the driver is this program without it.
@@ -21,10 +23,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "volt/callbacks/callback.h"
@@ -61,12 +65,32 @@ class Timer : public volt::callbacks::Callback {
   std::string state_key() const override { return "Timer"; }
   void on_train_start(volt::TrainerView&) override {
     if (flat_) (void)trainer_->strategy().set_gradient_sync(false);
+    if (!start_together_.empty()) {
+      // pair: both processes start training together (each loads the data first).
+      std::ofstream(start_together_ + "." + std::to_string(::getpid())) << "ready\n";
+      for (;;) {
+        int ready = 0;
+        for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(start_together_).parent_path())) {
+          ready += e.path().filename().string().rfind(std::filesystem::path(start_together_).filename().string() + ".",
+                                                      0) == 0;
+        }
+        if (ready >= 2) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
   }
+  /// Set in pair mode: the marker path both processes wait on before training.
+  std::string start_together_;
   void on_before_optimizer_step(volt::TrainerView&, torch::optim::Optimizer& opt, size_t) override {
     if (!flat_) return;
     std::vector<at::Tensor> grads;
     for (auto& p : opt.param_groups()[0].params()) grads.push_back(p.grad().reshape({-1}));
+    const auto t0 = std::chrono::steady_clock::now();
     at::Tensor flat = trainer_->strategy().all_reduce(at::cat(grads), volt::strategies::ReduceOp::kMean);
+    if (view_step_ >= warmup_) {
+      allreduce_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      ++allreduces_;
+    }
     int64_t offset = 0;
     for (auto& p : opt.param_groups()[0].params()) {
       const int64_t n = p.numel();
@@ -75,22 +99,28 @@ class Timer : public volt::callbacks::Callback {
     }
   }
   void on_train_batch_end(volt::TrainerView& view, const at::Tensor&, const volt::Batch&, int64_t) override {
+    view_step_ = view.state().global_step;
     if (view.state().global_step == warmup_) start_ = std::chrono::steady_clock::now();
     end_ = std::chrono::steady_clock::now();
     last_step_ = view.state().global_step;
   }
   double seconds() const { return std::chrono::duration<double>(end_ - start_).count(); }
+  /// flat: mean milliseconds of the allreduce call (waiting for the peer included), timed steps only.
+  double allreduce_ms() const { return allreduces_ > 0 ? 1000.0 * allreduce_seconds_ / allreduces_ : 0.0; }
   int64_t timed_steps() const { return last_step_ - warmup_; }
 
  private:
   volt::Trainer*& trainer_;
   int64_t warmup_;
   bool flat_;
+  int64_t view_step_ = 0, allreduces_ = 0;
+  double allreduce_seconds_ = 0;
   std::chrono::steady_clock::time_point start_, end_;
   int64_t last_step_ = 0;
 };
 
-int run_rank(const std::string& mode, int64_t steps, int64_t warmup, const std::string& out, bool bucket_view) {
+int run_rank(const std::string& mode, int64_t steps, int64_t warmup, const std::string& out, bool bucket_view,
+             const std::string& start_together) {
   const int64_t procs = mode == "single" ? 1 : 2;
   const int64_t batch = 64;
   auto data = volt::data::load_mnist_format(volt::data::kFashionMnistDir, /*train=*/true);
@@ -113,13 +143,15 @@ int run_rank(const std::string& mode, int64_t steps, int64_t warmup, const std::
   o.ddp_gradient_as_bucket_view = bucket_view;
   volt::Trainer* self = nullptr;
   auto timer = std::make_shared<Timer>(self, warmup, mode == "flat");
+  timer->start_together_ = start_together;
   volt::Trainer trainer(o, {timer});
   self = &trainer;
   Cnn model;
   trainer.fit(model, loader);
   if (trainer.strategy().global_rank() == 0) {
     const double sps = static_cast<double>(timer->timed_steps() * batch * procs) / timer->seconds();
-    std::ofstream(out) << sps << "\n";
+    std::ofstream(out) << sps << " " << 1000.0 * timer->seconds() / static_cast<double>(timer->timed_steps()) << " "
+                       << timer->allreduce_ms() << "\n";
   }
   return 0;
 }
@@ -137,23 +169,47 @@ int main(int argc, char** argv) {
   auto get = [&](const char* k, int64_t d) { return args.count(k) ? std::stoll(args[k]) : d; };
   const int64_t steps = get("--steps", 150), warmup = get("--warmup", 20), rounds = get("--rounds", 3);
   const bool bucket_view = get("--bucket-view", 0) != 0;
-  if (args.count("--mode")) return run_rank(args["--mode"], steps, warmup, args["--out"], bucket_view);
+  if (args.count("--mode")) {
+    return run_rank(args["--mode"], steps, warmup, args["--out"], bucket_view,
+                    args.count("--start-together") ? args["--start-together"] : "");
+  }
 
   char exe[4096] = {};
   const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
   const std::string self(exe, n > 0 ? static_cast<size_t>(n) : 0);
-  std::map<std::string, std::vector<double>> sps;
+  std::map<std::string, std::vector<double>> sps, step_ms, allreduce_ms;
   const std::string out = "/tmp/volt_ddp_scaling_" + std::to_string(::getpid());
   for (int64_t r = 0; r < rounds; ++r) {
-    for (const std::string mode : {"single", "ddp", "flat"}) {
-      const std::string cmd = self + " --mode " + mode + " --steps " + std::to_string(steps) + " --warmup " +
-                              std::to_string(warmup) + " --out " + out + " --bucket-view " + (bucket_view ? "1" : "0");
+    for (const std::string mode : {"single", "ddp", "flat", "pair"}) {
+      const std::string args_common = " --steps " + std::to_string(steps) + " --warmup " + std::to_string(warmup) +
+                                      " --bucket-view " + (bucket_view ? "1" : "0");
+      std::string cmd;
+      if (mode == "pair") {
+        const std::string marker = out + "_pair" + std::to_string(r);
+        cmd = "sh -c '" + self + " --mode single --out " + out + ".a --start-together " + marker + args_common +
+              " & " + self + " --mode single --out " + out + ".b --start-together " + marker + args_common +
+              " & wait' && rm -f " + marker + ".*";
+      } else {
+        cmd = self + " --mode " + mode + " --out " + out + args_common;
+      }
       if (std::system(cmd.c_str()) != 0) {
         std::cerr << "ddp_scaling: the " << mode << " run failed\n";
         return 1;
       }
       double v = 0;
-      std::ifstream(out) >> v;
+      if (mode == "pair") {
+        double a = 0, b = 0;
+        std::ifstream(out + ".a") >> a;
+        std::ifstream(out + ".b") >> b;
+        v = a + b;
+        std::remove((out + ".a").c_str());
+        std::remove((out + ".b").c_str());
+      } else {
+        double step = 0, allreduce = 0;
+        std::ifstream(out) >> v >> step >> allreduce;
+        step_ms[mode].push_back(step);
+        allreduce_ms[mode].push_back(allreduce);
+      }
       sps[mode].push_back(v);
       std::cerr << "round " << r + 1 << "/" << rounds << " " << mode << ": " << v << " samples/s\n";
     }
@@ -161,13 +217,19 @@ int main(int argc, char** argv) {
   std::remove(out.c_str());
   double load = 0;
   std::ifstream("/proc/loadavg") >> load;
-  const double s = median(sps["single"]), d = median(sps["ddp"]), f = median(sps["flat"]);
+  const double s = median(sps["single"]), d = median(sps["ddp"]), f = median(sps["flat"]), p = median(sps["pair"]);
   std::printf("Fashion-MNIST CNN, batch 64 per process, 1 thread per process, %lld timed steps, median of %lld%s\n",
               static_cast<long long>(steps), static_cast<long long>(rounds),
               bucket_view ? ", gradients as bucket views" : "");
   std::printf("  1 process                 %8.1f samples/s\n", s);
   std::printf("  2 processes, Reducer      %8.1f samples/s  weak-scaling efficiency %.1f%%\n", d, 100.0 * d / (2 * s));
   std::printf("  2 processes, flat allreduce %6.1f samples/s  Reducer/flat = %.3f\n", f, d / f);
+  std::printf("  step time: 1 process %.2f ms; flat %.2f ms, of which the allreduce call %.2f ms\n",
+              median(step_ms["single"]), median(step_ms["flat"]), median(allreduce_ms["flat"]));
+  std::printf("  2 independent processes   %8.1f samples/s  (no communication: %.1f%% of 2 x 1 process, the ceiling"
+              " of this machine)\n", p, 100.0 * p / (2 * s));
+  std::printf("  Reducer / independent     %8.1f%%  (ddp's throughput against what the cores allow two processes)\n",
+              100.0 * d / p);
   std::printf("  cores %ld, load average (1 min) at the end %.2f\n", sysconf(_SC_NPROCESSORS_ONLN), load);
   return 0;
 }
