@@ -7,7 +7,7 @@
 // never joins a collective), --timeout SEC (process-group timeout), --shuffle,
 // --precision P, --sync-log (logs a sync_dist metric and writes it), --accelerator A (tpu:
 // with VOLT_TPU_EMULATION=lazy), --dump-ranks (every rank, spawned workers included, also
-// writes its weights at the end of fit to OUT.worker<rank>).
+// writes its weights at the end of fit to OUT.worker<rank>), --backend B (process_group_backend).
 #include <signal.h>
 #include <unistd.h>
 
@@ -171,6 +171,7 @@ int main(int argc, char** argv) {
   o.num_nodes = arg_int("nodes", 1);
   o.num_threads = 1;
   o.precision = arg("precision", "32-true");
+  o.process_group_backend = arg("backend", "auto");
   o.max_steps = arg_int("steps", 20);
   o.max_epochs = arg_int("epochs", -1);
   o.accumulate_grad_batches = arg_int("accumulate", 1);

@@ -391,6 +391,43 @@ TEST(VoltLaunch, RejectsBadArguments) {
   EXPECT_NE(run(kVolt + " launch --nproc-per-node 2 -- /nonexistent/prog").code, 0);
 }
 
+// ---------------------------------------------------------------- CUDA (a GPU and a CUDA LibTorch)
+// Skipped where `volt plan --accelerator cuda` refuses (no CUDA in this LibTorch, or no GPU);
+// on a GPU machine they run (docs/distributed.md, "Not done here": what a GPU check needs).
+
+namespace {
+
+/// Empty when this build and machine can train on CUDA; else why not.
+std::string cuda_unavailable() {
+  const Outcome r = run(kVolt + " plan --accelerator cuda --devices 1");
+  return r.code == 0 ? "" : r.output;
+}
+
+}  // namespace
+
+TEST(CudaDDP, NcclProcessGroupOfOneRankTrainsAsOneDevice) {
+  if (const std::string why = cuda_unavailable(); !why.empty()) GTEST_SKIP() << "no CUDA here: " << why;
+  const std::string ddp = out_prefix("cuda_nccl"), one = out_prefix("cuda_single");
+  const Outcome a = run(train(ddp, "--accelerator cuda --strategy ddp --devices 1 --backend nccl --steps 20"));
+  ASSERT_EQ(a.code, 0) << a.output;
+  const Outcome b = run(train(one, "--accelerator cuda --strategy single_device --devices 1 --steps 20"));
+  ASSERT_EQ(b.code, 0) << b.output;
+  const Result r = read_result(ddp + ".rank0");
+  EXPECT_EQ(r.fields.at("world_size"), "1");
+  ASSERT_FALSE(r.params.empty());
+  EXPECT_LE(max_abs_diff(r.params, read_result(one + ".rank0").params), 1e-6);
+}
+
+TEST(CudaDDP, GlooOnCudaTensorsMatchesTheCpuRun) {
+  if (const std::string why = cuda_unavailable(); !why.empty()) GTEST_SKIP() << "no CUDA here: " << why;
+  const std::string gpu = out_prefix("cuda_gloo"), cpu = out_prefix("cuda_gloo_cpu");
+  const Outcome a = run(train(gpu, "--accelerator cuda --strategy ddp --devices 1 --backend gloo --steps 20"));
+  ASSERT_EQ(a.code, 0) << a.output;
+  ASSERT_EQ(run(train(cpu, "--strategy single_device --devices 1 --steps 20")).code, 0);
+  // CUDA and CPU kernels round differently; 20 SGD steps on a tiny MLP stay close.
+  EXPECT_LE(max_abs_diff(read_result(gpu + ".rank0").params, read_result(cpu + ".rank0").params), 1e-4);
+}
+
 TEST(DDPStrategy, BFloat16ParametersAreAveragedInFloat32OverGloo) {
   const auto r = ddp_and_one_process("bf16", 8, "--steps 5 --precision bf16-true");
   EXPECT_EQ(r[0].params, r[1].params);
