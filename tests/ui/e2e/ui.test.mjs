@@ -321,16 +321,24 @@ test('volt ui stops cleanly on SIGTERM, while the browser still holds connection
 
 test('volt ui on another address than loopback warns, and rejects a bad port', async () => {
   const other = spawn(kVolt, ['ui', '--host', '0.0.0.0', '--port', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let err = '';
-  other.stderr.on('data', (d) => { err += d; });
-  await new Promise((resolve, reject) => {
+  const exited = new Promise((resolve) => other.on('exit', resolve));
+  try {
+    // stdout and stderr are two pipes: the warning (written first) may arrive after the URL.
+    const warning = /warning: listening on 0\.0\.0\.0, so every machine that can reach it can use this page/;
+    const url = /serving the generator at http:\/\/0\.0\.0\.0:\d+\//;
     let out = '';
-    const timer = setTimeout(() => reject(new Error('no URL in 10 s: ' + out + err)), 10000);
-    other.stdout.on('data', (d) => { out += d; if (/serving the generator at http:\/\/0\.0\.0\.0:\d+\//.test(out)) { clearTimeout(timer); resolve(); } });
-  });
-  assert.match(err, /warning: listening on 0\.0\.0\.0, so every machine that can reach it can use this page/);
-  const code = await new Promise((resolve) => { other.on('exit', resolve); other.kill('SIGINT'); });
-  assert.equal(code, 0);
+    let err = '';
+    await new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error('no URL and warning in 10 s: ' + out + err)), 10000);
+      const check = () => { if (url.test(out) && warning.test(err)) { clearTimeout(timer); resolve(); } };
+      other.stdout.on('data', (d) => { out += d; check(); });
+      other.stderr.on('data', (d) => { err += d; check(); });
+    });
+    other.kill('SIGINT');
+    assert.equal(await exited, 0);
+  } finally {
+    other.kill('SIGKILL');  // a failed check must not leave the server holding the test run open
+  }
   const bad = spawn(kVolt, ['ui', '--port', 'eighty'], { stdio: ['ignore', 'pipe', 'pipe'] });
   let badErr = '';
   bad.stderr.on('data', (d) => { badErr += d; });
