@@ -115,7 +115,8 @@ TEST(GeneratorRender, OptionMatrixConfigReadmeAndNotebook) {
        {"## Run with spawn", "ddp_spawn"}, {"volt launch", "TPU VM"}, "", false},
       {base_options({{"accelerator", "gpu"}}), "gpu", "auto", "1", 1, {run}, {"volt launch"}, "GPU", false},
       {base_options({{"backend", "xla-tpu"}}), "tpu", "xla", "8", 1,
-       {"## Run on a TPU VM", "--accelerator-type v2-8", "VOLT_TPU_RUNTIME_LIBRARY=$TPU_RUNTIME " + run,
+       {"## Run on a TPU VM", "--accelerator-type v2-8", "tpu-vm create app-tpu ", "scp --recurse . app-tpu:~/app ",
+        "VOLT_TPU_RUNTIME_LIBRARY=$TPU_RUNTIME " + run,
         "VOLT_TPU_EMULATION=lazy VOLT_TPU_EMULATION_HOST=v2-8 " + run,
         run + " --trainer.accelerator auto" + one + " --trainer.max_epochs 1"},
        {"volt launch", "sbatch", "PJRT_DEVICE"}, "TPU", false},
@@ -188,6 +189,15 @@ TEST(GeneratorNotebook, XlaTrainsWithTheRuntimeLibraryOrSaysItFallsBackToTheEmul
   EXPECT_TRUE(contains(code, "os.environ['VOLT_TPU_EMULATION_HOST'] = 'v4-8'")) << code;
   EXPECT_TRUE(contains(code, "!./build/app --config config.yaml")) << code;
   EXPECT_FALSE(contains(code, "torch_xla")) << "Volt does not use torch_xla";
+}
+
+TEST(GeneratorRender, TheTpuVmNameIsOneGcloudAccepts) {
+  // gcloud: lowercase letters, digits and hyphens, starting with a letter.
+  const auto p = gen::render(base_options({{"name", "My_App2"}, {"backend", "xla-tpu"}}));
+  const std::string& readme = p.files.at("README.md");
+  EXPECT_TRUE(contains(readme, "tpu-vm create my-app2-tpu ")) << readme;
+  EXPECT_TRUE(contains(readme, "tpu-vm ssh my-app2-tpu ")) << readme;
+  EXPECT_FALSE(contains(readme, "My_App2-tpu")) << readme;
 }
 
 TEST(GeneratorRender, TestsAreOptional) {

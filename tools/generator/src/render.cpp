@@ -1,5 +1,6 @@
 // Rendering a template with validated options into a Project, and the Colab notebook.
 #include <algorithm>
+#include <cctype>
 #include <sstream>
 
 #include <kainjow/mustache.hpp>
@@ -43,6 +44,20 @@ std::string cpp_identifier(const std::string& name) {
 /// The TPU host type a project with backend xla-tpu names (gcloud, the emulation).
 std::string tpu_host_type(const json& o) { return o["tpu_chips_per_host"] == 4 ? "v4-8" : "v2-8"; }
 
+/// A Cloud TPU VM name for the project: gcloud takes lowercase letters, digits and hyphens,
+/// starting with a letter, at most 63 characters ("my_app" gives "my-app-tpu").
+std::string tpu_vm_name(const std::string& project) {
+  std::string out;
+  for (char c : project) {
+    const char l = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    out += (std::isalnum(static_cast<unsigned char>(l)) != 0) ? l : '-';
+  }
+  if (out.empty() || std::isalpha(static_cast<unsigned char>(out.front())) == 0) out = "v-" + out;
+  out = out.substr(0, 59);
+  while (!out.empty() && out.back() == '-') out.pop_back();
+  return out + "-tpu";
+}
+
 mu::data context(const json& o, const json& meta, const std::string& command) {
   mu::data d;
   for (const auto& [key, value] : o.items()) d.set(key, show(value));
@@ -74,6 +89,7 @@ mu::data context(const json& o, const json& meta, const std::string& command) {
     return list;
   }());
   d.set("tpu_accelerator_type", tpu_host_type(o));
+  d.set("tpu_vm_name", tpu_vm_name(o["name"].get<std::string>()));
   d.set("last_node_rank", std::to_string(nnodes - 1));
   d.set("more_node_ranks", nnodes > 4);
   d.set("this_node", o["node_rank"].get<int64_t>() > 0);
