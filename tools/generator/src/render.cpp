@@ -17,6 +17,8 @@ namespace mu = kainjow::mustache;
 
 const std::string kCommon = "_common";
 const std::string kSuffix = ".mustache";
+/// Text shared by several template files, included with {{> name}}; never a project file itself.
+const std::string kPartials = "_partials/";
 
 std::string file_text(const EmbeddedFile& f) { return std::string(f.content, f.size); }
 
@@ -110,6 +112,15 @@ mu::data context(const json& o, const json& meta, const std::string& command) {
   d.set("data", data_list);
   d.set("data_package", meta.value("data_package", std::string()));
   d.set("has_data_package", !meta.value("data_package", std::string()).empty());
+  for (const auto& f : embedded_files()) {
+    const std::string path = f.path;
+    if (path.rfind(kPartials, 0) != 0 || path.size() <= kPartials.size() + kSuffix.size()) continue;
+    const std::string name = path.substr(kPartials.size(), path.size() - kPartials.size() - kSuffix.size());
+    std::string text = file_text(f);
+    // The tag's own line ends with a newline: the partial's last one would double it.
+    if (!text.empty() && text.back() == '\n') text.pop_back();
+    d.set(name, mu::partial([text] { return text; }));
+  }
   return d;
 }
 
