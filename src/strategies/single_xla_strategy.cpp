@@ -15,18 +15,7 @@ SingleXLAStrategy::SingleXLAStrategy(c10::Device device, std::shared_ptr<acceler
                                      std::shared_ptr<checkpoint_io::CheckpointIO> checkpoint_io)
     : Strategy(accelerator, std::move(precision), std::move(environment), std::move(checkpoint_io)),
       device_(device),
-      runtime_(accelerator ? accelerator->runtime() : nullptr) {
-  if (!runtime_) {
-    throw NotSupportedError(
-        "strategy='single_xla' needs a TPU accelerator with a device runtime "
-        "(VOLT_TPU_RUNTIME_LIBRARY, or VOLT_TPU_EMULATION=lazy on the CPU); none was given.");
-  }
-  if (device_.type() != runtime_->device_type()) {
-    throw ConfigError("strategy='single_xla' was given device " + device_.str() + ", but the TPU runtime (" +
-                      runtime_->describe() + ") computes on " + c10::DeviceTypeName(runtime_->device_type(), true) +
-                      " devices.");
-  }
-}
+      runtime_(detail::xla_runtime("single_xla", accelerator, device_)) {}
 
 void SingleXLAStrategy::mark_step() const {
   runtime_->mark_step(device_);

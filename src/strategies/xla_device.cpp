@@ -4,10 +4,29 @@
 
 #include <torch/optim/optimizer.h>
 
+#include "volt/accelerators/tpu_accelerator.h"
 #include "volt/core/device_placement.h"
+#include "volt/core/error.h"
 #include "volt/precision/true_precision.h"
 
 namespace volt::strategies::detail {
+
+std::shared_ptr<accelerators::TpuRuntime> xla_runtime(const std::string& strategy,
+                                                      const std::shared_ptr<accelerators::Accelerator>& accelerator,
+                                                      const c10::Device& device) {
+  const auto tpu = std::dynamic_pointer_cast<accelerators::TPUAccelerator>(accelerator);
+  auto runtime = tpu ? tpu->runtime() : nullptr;
+  if (!runtime) {
+    throw NotSupportedError("strategy='" + strategy + "' needs a TPU accelerator with a device runtime "
+                            "(VOLT_TPU_RUNTIME_LIBRARY, or VOLT_TPU_EMULATION=lazy on the CPU); none was given.");
+  }
+  if (device.type() != runtime->device_type()) {
+    throw ConfigError("strategy='" + strategy + "' was given device " + device.str() + ", but the TPU runtime (" +
+                      runtime->describe() + ") computes on " + c10::DeviceTypeName(runtime->device_type(), true) +
+                      " devices.");
+  }
+  return runtime;
+}
 
 void setup_module_on_xla(Module& module, const c10::Device& device, precision::Precision& precision) {
   module.set_device(device);

@@ -14,21 +14,11 @@
 namespace volt::strategies {
 
 XLAStrategy::XLAStrategy(const StrategyParts& parts, DDPOptions options)
-    : DDPStrategy(parts, std::move(options)), device_(parts.root_device) {
-  auto tpu = std::dynamic_pointer_cast<accelerators::TPUAccelerator>(parts.accelerator);
-  runtime_ = tpu ? tpu->runtime() : nullptr;
-  if (!runtime_) {
-    throw NotSupportedError(
-        "strategy='xla' needs a TPU accelerator with a device runtime (VOLT_TPU_RUNTIME_LIBRARY, or "
-        "VOLT_TPU_EMULATION=lazy on the CPU); none was given.");
-  }
-  if (device_.type() != runtime_->device_type()) {
-    throw ConfigError("strategy='xla' was given device " + device_.str() + ", but the TPU runtime (" +
-                      runtime_->describe() + ") computes on " + c10::DeviceTypeName(runtime_->device_type(), true) +
-                      " devices.");
-  }
+    : DDPStrategy(parts, std::move(options)),
+      device_(parts.root_device),
+      runtime_(detail::xla_runtime("xla", parts.accelerator, device_)) {
   if (ddp_options().backend != "gloo") {
-    throw ConfigError("strategy='xla' averages gradients through host copies with process_group_backend='gloo'; "
+    throw ConfigError("strategy='xla' runs its collectives on host copies with process_group_backend='gloo'; "
                       "'" + ddp_options().backend + "' was given. Use process_group_backend='gloo' or 'auto'.");
   }
 }

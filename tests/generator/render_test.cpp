@@ -153,18 +153,28 @@ TEST(GeneratorRender, OptionMatrixConfigReadmeAndNotebook) {
   }
 }
 
-TEST(GeneratorNotebook, CarriesTheProjectAndTheChosenLaunch) {
-  const json o = base_options({{"distributed", "launch"}, {"nproc_per_node", 2}});
-  const auto p = gen::render(o);
-  const json nb = json::parse(gen::notebook(p, o));
+namespace {
+
+/// Every code cell's source, joined (each cell's source must be a list of lines, with outputs).
+std::string notebook_code(const json& nb) {
   std::string code;
   for (const auto& cell : nb["cells"]) {
-    ASSERT_TRUE(cell["source"].is_array());
+    EXPECT_TRUE(cell["source"].is_array());
     if (cell["cell_type"] == "code") {
       EXPECT_TRUE(cell["outputs"].is_array());
       for (const auto& line : cell["source"]) code += line.get<std::string>();
     }
   }
+  return code;
+}
+
+}  // namespace
+
+TEST(GeneratorNotebook, CarriesTheProjectAndTheChosenLaunch) {
+  const json o = base_options({{"distributed", "launch"}, {"nproc_per_node", 2}});
+  const auto p = gen::render(o);
+  const json nb = json::parse(gen::notebook(p, o));
+  const std::string code = notebook_code(nb);
   EXPECT_TRUE(contains(code, "volt launch --nproc-per-node 2 -- ./build/app --config config.yaml"));
   EXPECT_TRUE(contains(code, "cmake --build build"));
   EXPECT_TRUE(contains(code, "apt-get"));
@@ -177,12 +187,7 @@ TEST(GeneratorNotebook, XlaTrainsWithTheRuntimeLibraryOrSaysItFallsBackToTheEmul
   const json o = base_options({{"backend", "xla-tpu"}, {"tpu_chips_per_host", 4}});
   const auto p = gen::render(o);
   const json nb = json::parse(gen::notebook(p, o));
-  std::string code;
-  for (const auto& cell : nb["cells"]) {
-    if (cell["cell_type"] == "code") {
-      for (const auto& line : cell["source"]) code += line.get<std::string>();
-    }
-  }
+  const std::string code = notebook_code(nb);
   EXPECT_EQ(nb["metadata"]["accelerator"], "TPU");
   EXPECT_TRUE(contains(code, "os.environ.get('VOLT_TPU_RUNTIME_LIBRARY')")) << code;
   EXPECT_TRUE(contains(code, "training on the emulated TPU")) << code;

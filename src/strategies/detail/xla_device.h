@@ -2,6 +2,7 @@
 // building the module there, and taking state to the CPU for checkpoints.
 #pragma once
 #include <functional>
+#include <memory>
 #include <string>
 
 #include <c10/core/Device.h>
@@ -14,7 +15,18 @@ namespace torch::optim {
 class Optimizer;
 }
 
+namespace volt::accelerators {
+class Accelerator;
+class TpuRuntime;
+}  // namespace volt::accelerators
+
 namespace volt::strategies::detail {
+
+/// The TPU runtime behind `accelerator` for strategy `strategy` on `device`; throws
+/// NotSupportedError when there is none, ConfigError when `device` is not of its type.
+std::shared_ptr<accelerators::TpuRuntime> xla_runtime(const std::string& strategy,
+                                                      const std::shared_ptr<accelerators::Accelerator>& accelerator,
+                                                      const c10::Device& device);
 
 /// configure_model under `device`, the precision's dtype, then every tensor of the module
 /// re-created on the device (torch::nn::Module::to cannot move tensors to a lazy device).
