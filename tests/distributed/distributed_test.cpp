@@ -299,6 +299,15 @@ TEST(DDPSpawnStrategy, AWorkerDyingFailsTheParentWithItsReport) {
   EXPECT_TRUE(volt::testing::contains(r.output, "spawned worker failed")) << r.output;
 }
 
+TEST(XLAStrategy, AWorkerDyingStopsTheOtherSevenAndFailsTheParentWithItsReport) {
+  const std::string out = out_prefix("kill_xla");
+  const Outcome r = run("VOLT_TPU_EMULATION=lazy VOLT_TPU_EMULATION_HOST=v3-8 MASTER_PORT=29543 " +
+                        train(out, "--accelerator tpu --strategy xla --devices 8 --batch 4 --steps 100000 "
+                                   "--samples 6400 --die-rank 5 --die-step 5"));
+  expect_job_stopped(r, out, "rank 5 (pid");
+  EXPECT_TRUE(volt::testing::contains(r.output, "spawned worker failed")) << r.output;
+}
+
 TEST(DDPStrategy, ACollectiveOnAStalledPeerTimesOutWithTheOperationNamed) {
   const std::string out = out_prefix("stall");
   const Outcome r = run(kVolt + " launch --nproc-per-node 2 -- " +
