@@ -67,49 +67,6 @@ class FashionCnn : public volt::Module {
   torch::nn::Dropout drop_{nullptr};
 };
 
-/// Debian's dataset-fashion-mnist (or any MNIST-format folder): 55k train, 5k val, 10k test.
-class FashionMnistData : public volt::data::DataModule {
- public:
-  FashionMnistData(std::string dir, int64_t batch_size, int64_t val_size, int64_t num_workers, uint64_t seed)
-      : dir_(std::move(dir)), batch_size_(batch_size), val_size_(val_size), num_workers_(num_workers), seed_(seed) {}
-
-  void setup(volt::Stage stage) override {
-    if ((stage == volt::Stage::kFit || stage == volt::Stage::kValidate) && !train_) {
-      auto full = volt::data::load_mnist_format(dir_, /*train=*/true);
-      if (val_size_ <= 0 || val_size_ >= full->size()) {
-        throw volt::ConfigError("data.val_size=" + std::to_string(val_size_) + " must be between 1 and " +
-                                std::to_string(full->size() - 1) + ".");
-      }
-      auto parts = volt::data::random_split(full, {full->size() - val_size_, val_size_}, seed_);
-      train_ = parts[0];
-      val_ = parts[1];
-    }
-    if ((stage == volt::Stage::kTest || stage == volt::Stage::kPredict) && !test_) {
-      test_ = volt::data::load_mnist_format(dir_, /*train=*/false);
-    }
-  }
-
-  std::shared_ptr<volt::data::DataLoader> train_dataloader() override { return loader(train_, true); }
-  std::shared_ptr<volt::data::DataLoader> val_dataloader() override { return loader(val_, false); }
-  std::shared_ptr<volt::data::DataLoader> test_dataloader() override { return loader(test_, false); }
-  std::shared_ptr<volt::data::DataLoader> predict_dataloader() override { return loader(test_, false); }
-
- private:
-  std::shared_ptr<volt::data::DataLoader> loader(std::shared_ptr<const volt::data::Dataset> ds, bool train) const {
-    volt::data::DataLoaderOptions o;
-    o.batch_size = train ? batch_size_ : 4 * batch_size_;
-    o.shuffle = train;
-    o.num_workers = num_workers_;
-    o.seed = seed_;
-    return std::make_shared<volt::data::DataLoader>(std::move(ds), o);
-  }
-
-  std::string dir_;
-  int64_t batch_size_, val_size_, num_workers_;
-  uint64_t seed_;
-  std::shared_ptr<const volt::data::Dataset> train_, val_, test_;
-};
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -147,8 +104,10 @@ int main(int argc, char** argv) {
     volt::Trainer trainer(options, callbacks);  // seeds before the model is built
     std::cout << trainer.plan().describe();
     FashionCnn model(cli.get_double("model.lr"), cli.get_double("model.dropout"));
-    FashionMnistData data(cli.get_string("data.dir"), cli.get_int("data.batch_size"), cli.get_int("data.val_size"),
-                          cli.get_int("data.num_workers"), options.seed.value_or(0));
+    // Debian's dataset-fashion-mnist (or any MNIST-format folder): 55k train, 5k val, 10k test.
+    volt::data::MnistDataModule data({cli.get_string("data.dir"), cli.get_int("data.batch_size"),
+                                      cli.get_int("data.val_size"), cli.get_int("data.num_workers"),
+                                      options.seed.value_or(0)});
 
     trainer.fit(model, data, cli.get_string("fit.ckpt_path"));
     if (trainer.state().interrupted_by != 0) {

@@ -4,4 +4,5 @@
 #include "volt/data/datamodule.h"
 #include "volt/data/dataset.h"
 #include "volt/data/idx.h"
+#include "volt/data/mnist_datamodule.h"
 #include "volt/data/sampler.h"

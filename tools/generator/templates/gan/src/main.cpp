@@ -183,25 +183,18 @@ class ImageData : public volt::data::DataModule {
 
 int main(int argc, char** argv) {
   const std::string name = project::program_name(argv[0]);
-  try {
+  return project::run(name, [&] {
     volt::cli::Cli cli(name, "A DCGAN on MNIST-format images with Volt (manual optimization).");
     project::add_common_options(cli);
     cli.add_option("data.dir", std::string(volt::data::kFashionMnistDir), "folder with the IDX files (.gz or not)")
         .add_option("data.num_workers", int64_t{0}, "background threads preparing batches")
         .add_option("sample.dir", "samples", "folder for the sample grids (epoch_N.pgm); empty: none");
     if (!cli.parse(argc, argv)) return 0;
-    volt::TrainerOptions options = cli.trainer_options();
-    auto callbacks = project::make_callbacks(cli, options);
-    volt::Trainer trainer(options, callbacks);  // seeds before the model draws its fixed latents
-    if (trainer.plan().global_rank == 0) std::cout << trainer.plan().describe();  // once, not per process
+    auto trainer = project::make_trainer(cli);  // seeds before the model draws its fixed latents
     Gan model(cli.get_double("model.lr"), cli.get_string("model.optimizer"), cli.get_string("sample.dir"));
     ImageData data(cli.get_string("data.dir"), cli.get_int("data.batch_size"), cli.get_int("data.num_workers"),
-                   options.seed.value_or(0));
-    trainer.fit(model, data, cli.get_string("fit.ckpt_path"));
-    if (trainer.state().interrupted_by != 0) return 128 + trainer.state().interrupted_by;
-    return 0;
-  } catch (const volt::Error& e) {
-    std::cerr << name << ": " << e.what() << "\n";
-    return 2;
-  }
+                   trainer->options().seed.value_or(0));
+    trainer->fit(model, data, cli.get_string("fit.ckpt_path"));
+    return project::exit_code(*trainer);
+  });
 }

@@ -163,7 +163,7 @@ class TextFileData : public volt::data::DataModule {
 
 int main(int argc, char** argv) {
   const std::string name = project::program_name(argv[0]);
-  try {
+  return project::run(name, [&] {
     volt::cli::Cli cli(name, "A character-level transformer language model with Volt.");
     project::add_common_options(cli);
     cli.add_option("data.file", "/usr/share/games/fortunes/literature", "plain text file to learn from")
@@ -180,16 +180,13 @@ int main(int argc, char** argv) {
       throw volt::ConfigError("model.heads=" + std::to_string(cli.get_int("model.heads")) + " must divide model.dim=" +
                               std::to_string(cli.get_int("model.dim")) + ".");
     }
-    volt::TrainerOptions options = cli.trainer_options();
-    auto callbacks = project::make_callbacks(cli, options);
-    volt::Trainer trainer(options, callbacks);
-    if (trainer.plan().global_rank == 0) std::cout << trainer.plan().describe();  // once, not per process
+    auto trainer = project::make_trainer(cli);
     CharTransformer model(cli.get_int("data.context"), cli.get_int("model.dim"), cli.get_int("model.heads"),
                           cli.get_int("model.layers"), cli.get_double("model.lr"), cli.get_string("model.optimizer"));
     TextFileData data(cli.get_string("data.file"), cli.get_int("data.context"), cli.get_double("data.val_fraction"),
-                      cli.get_int("data.batch_size"), options.seed.value_or(0));
-    trainer.fit(model, data, cli.get_string("fit.ckpt_path"));
-    if (trainer.state().interrupted_by != 0) return 128 + trainer.state().interrupted_by;
+                      cli.get_int("data.batch_size"), trainer->options().seed.value_or(0));
+    trainer->fit(model, data, cli.get_string("fit.ckpt_path"));
+    if (const int code = project::exit_code(*trainer)) return code;
     if (cli.get_int("sample.length") > 0) {
       std::cout << "\nsample:\n"
                 << model.sample(cli.get_string("sample.prompt"), cli.get_int("sample.length"),
@@ -197,8 +194,5 @@ int main(int argc, char** argv) {
                 << "\n";
     }
     return 0;
-  } catch (const volt::Error& e) {
-    std::cerr << name << ": " << e.what() << "\n";
-    return 2;
-  }
+  });
 }

@@ -179,7 +179,7 @@ class TextData : public volt::data::DataModule {
 
 int main(int argc, char** argv) {
   const std::string name = project::program_name(argv[0]);
-  try {
+  return project::run(name, [&] {
     volt::cli::Cli cli(name, "Text classification with Volt: one category per file of data.dir.");
     project::add_common_options(cli);
     cli.add_option("data.dir", "/usr/share/games/fortunes", "folder with one text file per category")
@@ -188,19 +188,12 @@ int main(int argc, char** argv) {
         .add_option("data.buckets", int64_t{2048}, "hashed trigram features per text")
         .add_option("data.val_fraction", 0.1, "share of the texts held out for validation");
     if (!cli.parse(argc, argv)) return 0;
-    volt::TrainerOptions options = cli.trainer_options();
-    auto callbacks = project::make_callbacks(cli, options);
-    volt::Trainer trainer(options, callbacks);
-    if (trainer.plan().global_rank == 0) std::cout << trainer.plan().describe();  // once, not per process
+    auto trainer = project::make_trainer(cli);
     TextData data(cli.get_string("data.dir"), split(cli.get_string("data.categories")), cli.get_int("data.buckets"),
-                  cli.get_double("data.val_fraction"), cli.get_int("data.batch_size"), options.seed.value_or(0));
+                  cli.get_double("data.val_fraction"), cli.get_int("data.batch_size"), trainer->options().seed.value_or(0));
     TextClassifier model(cli.get_int("data.buckets"), data.classes(), cli.get_double("model.lr"),
                          cli.get_string("model.optimizer"));
-    trainer.fit(model, data, cli.get_string("fit.ckpt_path"));
-    if (trainer.state().interrupted_by != 0) return 128 + trainer.state().interrupted_by;
-    return 0;
-  } catch (const volt::Error& e) {
-    std::cerr << name << ": " << e.what() << "\n";
-    return 2;
-  }
+    trainer->fit(model, data, cli.get_string("fit.ckpt_path"));
+    return project::exit_code(*trainer);
+  });
 }
