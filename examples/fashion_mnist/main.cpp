@@ -1,6 +1,7 @@
 // Fashion-MNIST with Volt: a small CNN, train/val/test splits, checkpoints, early
 // stopping, CSV metrics and a progress bar. Every Trainer flag is a command-line flag:
 //   fashion_mnist --trainer.max_epochs 5 --model.lr 0.002 --config run.yaml --print-config
+#include <filesystem>
 #include <iostream>
 
 #include <ATen/ops/cross_entropy_loss.h>
@@ -115,7 +116,9 @@ int main(int argc, char** argv) {
       // --ckpt_path <it> (see the message above).
       return 128 + trainer.state().interrupted_by;
     }
-    const std::string best = trainer.best_model_path();
+    // fast_dev_run reports a best path without writing the file: test the weights in memory then.
+    std::string best = trainer.best_model_path();
+    if (!best.empty() && !std::filesystem::exists(best)) best.clear();
     const auto metrics = trainer.test(model, data, best.empty() ? "" : "best");
     std::cout << "\ntest accuracy: " << 100.0 * metrics.at("test_acc") << "%"
               << (best.empty() ? "" : " (best checkpoint " + best + ")") << "\n";
