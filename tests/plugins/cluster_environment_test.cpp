@@ -1,0 +1,133 @@
+// Cluster environments from the variables real launchers set (Open MPI's mpirun, torchrun
+// inside a SLURM allocation), registry names in any case, and torchrun's error file.
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "support/temp_dir.h"
+#include "volt/accelerators/hardware_probe.h"
+#include "volt/connectors/accelerator_connector.h"
+#include "volt/core/error.h"
+#include "volt/core/registry.h"
+#include "volt/environments/environment_registry.h"
+#include "volt/environments/torchelastic_environment.h"
+#include "volt/environments/torchelastic_error_file.h"
+#include "volt/precision/precision_registry.h"
+#include "volt/strategies/strategy_registry.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using volt::ConfigError;
+using volt::Environ;
+using volt::TrainerOptions;
+using volt::accelerators::HardwareProbe;
+using volt::connectors::AcceleratorConnector;
+using volt::connectors::Plan;
+using Vars = std::map<std::string, std::string>;
+
+HardwareProbe cpu_cores(int64_t n) {
+  HardwareProbe p = HardwareProbe::assume("cpu", Environ());
+  p.cpu_cores = n;
+  return p;
+}
+
+TrainerOptions layout(const std::string& devices, int64_t num_nodes) {
+  TrainerOptions o;
+  o.accelerator = "cpu";
+  o.strategy = "ddp";
+  o.devices = devices;
+  o.num_nodes = num_nodes;
+  return o;
+}
+
+Plan plan(const TrainerOptions& o, const Vars& vars) {
+  return AcceleratorConnector(o, Environ(vars), cpu_cores(4)).plan();
+}
+
+std::string plan_error(const TrainerOptions& o, const Vars& vars) {
+  try {
+    plan(o, vars);
+  } catch (const volt::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+::testing::AssertionResult mentions(const std::string& text, const std::vector<std::string>& words) {
+  if (text.empty()) return ::testing::AssertionFailure() << "no error was raised";
+  for (const auto& w : words) {
+    if (text.find(w) == std::string::npos) return ::testing::AssertionFailure() << "'" << w << "' not in: " << text;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+/// What Open MPI 4.1's mpirun sets for `rank` of `nodes` x `per_node` ranks mapped by slot
+/// (its default): OMPI_COMM_WORLD_NODE_RANK is the process's index on its node.
+Vars open_mpi(int64_t rank, int64_t nodes, int64_t per_node) {
+  return {{"OMPI_COMM_WORLD_SIZE", std::to_string(nodes * per_node)},
+          {"OMPI_COMM_WORLD_RANK", std::to_string(rank)},
+          {"OMPI_COMM_WORLD_LOCAL_RANK", std::to_string(rank % per_node)},
+          {"OMPI_COMM_WORLD_LOCAL_SIZE", std::to_string(per_node)},
+          {"OMPI_COMM_WORLD_NODE_RANK", std::to_string(rank % per_node)},
+          {"OMPI_UNIVERSE_SIZE", std::to_string(nodes * per_node)},
+          {"MASTER_ADDR", "node0"}};
+}
+
+// ------------------------------------------------------------ MPI
+
+TEST(MPIEnvironment, TwoRanksOnOneNodeAreBothOnNodeZero) {
+  // `mpirun -np 2` on one machine: rank 1 has OMPI_COMM_WORLD_NODE_RANK=1, yet one node.
+  for (int64_t rank : {0, 1}) {
+    Vars vars = open_mpi(rank, 1, 2);
+    vars.erase("MASTER_ADDR");
+    const Plan p = plan(layout("2", 1), vars);
+    EXPECT_EQ(p.cluster_env, "mpi");
+    EXPECT_EQ(p.global_rank, rank);
+    EXPECT_EQ(p.local_rank, rank);
+    EXPECT_EQ(p.node_rank, 0) << "rank " << rank;
+    EXPECT_EQ(p.main_address, "127.0.0.1");
+  }
+}
+
+TEST(MPIEnvironment, NodeRankIsGlobalRankOverLocalSizeOnSeveralNodes) {
+  for (int64_t rank = 0; rank < 6; ++rank) {
+    const Plan p = plan(layout("2", 3), open_mpi(rank, 3, 2));
+    EXPECT_EQ(p.global_rank, rank);
+    EXPECT_EQ(p.local_rank, rank % 2);
+    EXPECT_EQ(p.node_rank, rank / 2) << "rank " << rank;
+    EXPECT_EQ(p.main_address, "node0");
+  }
+  // MPICH / Intel MPI's variables give the same layout.
+  const Plan pmi = plan(layout("2", 2), {{"PMI_SIZE", "4"}, {"PMI_RANK", "3"}, {"MPI_LOCALRANKID", "1"},
+                                         {"MPI_LOCALNRANKS", "2"}, {"MASTER_ADDR", "node0"}});
+  EXPECT_EQ(pmi.node_rank, 1);
+  EXPECT_EQ(pmi.local_rank, 1);
+}
+
+TEST(MPIEnvironment, RoundRobinMappingIsRefusedNamingTheVariables) {
+  // `mpirun --map-by node`: rank 1 is the first rank of the second node.
+  Vars vars = open_mpi(1, 2, 2);
+  vars["OMPI_COMM_WORLD_LOCAL_RANK"] = "0";
+  EXPECT_TRUE(mentions(plan_error(layout("2", 2), vars),
+                       {"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_LOCAL_RANK=0", "--map-by slot"}));
+  Vars bad_local = open_mpi(1, 1, 2);
+  bad_local["OMPI_COMM_WORLD_LOCAL_RANK"] = "2";
+  EXPECT_TRUE(mentions(plan_error(layout("2", 1), bad_local), {"OMPI_COMM_WORLD_LOCAL_RANK=2", "below the local size"}));
+}
+
+TEST(MPIEnvironment, RanksPerNodeMustBeTheDevicesPerNode) {
+  // 4 ranks, 2 per node, but the Trainer thinks 4 devices on one node.
+  EXPECT_TRUE(mentions(plan_error(layout("4", 1), open_mpi(3, 2, 2)),
+                       {"2 rank(s) on this node", "devices=4", "--npernode 4", "num_nodes=2"}));
+}
+
+}  // namespace
