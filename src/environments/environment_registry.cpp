@@ -7,8 +7,10 @@
 
 namespace volt::environments {
 
+// torchelastic before slurm, as in Lightning: torchrun inside an salloc/sbatch allocation is
+// a normal launch, and its processes carry the allocation's SLURM_* variables too.
 const std::vector<std::string>& environment_names() {
-  static const std::vector<std::string> names = {"slurm", "torchelastic", "kubeflow", "lsf", "mpi", "tpu", "default"};
+  static const std::vector<std::string> names = {"torchelastic", "slurm", "kubeflow", "lsf", "mpi", "tpu", "default"};
   return names;
 }
 

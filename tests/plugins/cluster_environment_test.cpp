@@ -130,4 +130,22 @@ TEST(MPIEnvironment, RanksPerNodeMustBeTheDevicesPerNode) {
                        {"2 rank(s) on this node", "devices=4", "--npernode 4", "num_nodes=2"}));
 }
 
+// ------------------------------------------------------------ torchrun inside SLURM
+
+TEST(ClusterEnvironments, TorchrunInsideASlurmAllocationIsTorchelastic) {
+  // salloc -N1 -n1, then torchrun --nproc-per-node 2: the allocation's SLURM_* variables
+  // describe one task, torchrun's the two processes it started.
+  const Vars vars = {{"SLURM_JOB_ID", "42"},          {"SLURM_JOB_NAME", "train"},  {"SLURM_NTASKS", "1"},
+                     {"SLURM_PROCID", "0"},           {"SLURM_LOCALID", "0"},        {"SLURM_NODEID", "0"},
+                     {"SLURM_NNODES", "1"},           {"SLURM_NODELIST", "n1"},      {"TORCHELASTIC_RUN_ID", "r"},
+                     {"RANK", "1"},                   {"LOCAL_RANK", "1"},           {"WORLD_SIZE", "2"},
+                     {"GROUP_RANK", "0"},             {"MASTER_ADDR", "127.0.0.1"},  {"MASTER_PORT", "29511"}};
+  const Plan p = plan(layout("2", 1), vars);
+  EXPECT_EQ(p.cluster_env, "torchelastic");
+  EXPECT_EQ(p.global_rank, 1);
+  EXPECT_EQ(p.local_rank, 1);
+  EXPECT_EQ(p.main_port, 29511);
+  EXPECT_EQ(volt::environments::environment_names().front(), "torchelastic");
+}
+
 }  // namespace

@@ -18,8 +18,9 @@ struct EnvironmentOptions {
   SLURMEnvironment::Options slurm;
 };
 
-/// Every environment name, in detection order: slurm, torchelastic, kubeflow, lsf, mpi,
-/// tpu, default. "auto" takes the first whose variables are present; "tpu" is only
+/// Every environment name, in detection order: torchelastic, slurm, kubeflow, lsf, mpi,
+/// tpu, default (Lightning's order: torchrun inside a SLURM allocation is torchelastic).
+/// "auto" takes the first whose variables are present; "tpu" is only
 /// considered when the accelerator is a TPU (then it is taken first), and "default"
 /// (torchrun's variables, or one local process) always matches.
 const std::vector<std::string>& environment_names();
