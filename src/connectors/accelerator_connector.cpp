@@ -13,6 +13,7 @@
 #include "volt/checkpoint_io/torch_checkpoint_io.h"
 #include "volt/core/compat.h"
 #include "volt/core/error.h"
+#include "volt/core/registry.h"
 #include "volt/environments/environment_registry.h"
 #include "volt/precision/precision_registry.h"
 #include "volt/strategies/strategy_registry.h"
@@ -35,7 +36,8 @@ std::string join(const std::vector<std::string>& v) {
 
 /// Step 3: which accelerator. Explicit requests never fall back silently.
 std::string choose_accelerator(const std::string& flag, const HardwareProbe& hw) {
-  const std::string name = flag == "gpu" ? "cuda" : flag;
+  const std::string key = registry_key(flag);  // "CPU" is "cpu", as in Lightning
+  const std::string name = key == "gpu" ? "cuda" : key;
   if (name == "auto") {
     if (hw.tpu.present) return "tpu";
     if (hw.cuda_devices > 0) return "cuda";
@@ -82,7 +84,7 @@ std::shared_ptr<accelerators::Accelerator> make_accelerator(const std::string& n
 const strategies::StrategySpec& choose_strategy(const std::string& flag, const std::string& accelerator,
                                                 int64_t devices, int64_t num_nodes,
                                                 std::vector<std::string>& warnings) {
-  std::string name = flag;
+  std::string name = registry_key(flag);  // "DDP" is "ddp", as in Lightning
   if (name == "dp" && accelerator == "cpu") {
     // DP drives several GPUs from one process; on CPU the same job is ddp (Lightning Fabric).
     warnings.push_back("strategy=\"dp\" needs CUDA devices; on CPU Volt runs strategy=\"ddp\" instead (one "
@@ -93,7 +95,8 @@ const strategies::StrategySpec& choose_strategy(const std::string& flag, const s
     const bool one = devices == 1 && num_nodes == 1;
     name = accelerator == "tpu" ? (one ? "single_xla" : "xla") : (one ? "single_device" : "ddp");
   }
-  const auto& spec = strategies::strategy_spec(name);
+  // An unknown name is reported as it was given.
+  const auto& spec = strategies::strategy_spec(name == registry_key(flag) ? flag : name);
   if (!contains(spec.accelerators, accelerator)) {
     throw ConfigError("strategy='" + name + "' runs on " + join(spec.accelerators) + ", but the accelerator is " +
                       accelerator + ". " +

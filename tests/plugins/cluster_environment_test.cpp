@@ -148,4 +148,62 @@ TEST(ClusterEnvironments, TorchrunInsideASlurmAllocationIsTorchelastic) {
   EXPECT_EQ(volt::environments::environment_names().front(), "torchelastic");
 }
 
+// ------------------------------------------------------------ names in any case
+
+TEST(RegistryNames, StrategyAcceleratorAndPrecisionMatchInAnyCase) {
+  TrainerOptions o = layout("2", 1);
+  o.accelerator = "CPU";
+  o.strategy = "DDP";
+  o.precision = "BF16-mixed";
+  const Plan p = plan(o, {});
+  EXPECT_EQ(p.accelerator, "cpu");
+  EXPECT_EQ(p.strategy, "ddp");
+  EXPECT_EQ(p.precision, "bf16-mixed");
+  o.strategy = "DDP_Spawn_Find_Unused_Parameters_True";
+  o.precision = "32-TRUE";
+  const Plan spawn = plan(o, {});
+  EXPECT_EQ(spawn.strategy, "ddp_spawn_find_unused_parameters_true");
+  EXPECT_TRUE(spawn.find_unused_parameters);
+  EXPECT_EQ(spawn.precision, "32-true");
+  o.strategy = "Auto";
+  o.accelerator = "AUTO";
+  o.devices = "1";
+  EXPECT_EQ(plan(o, {}).strategy, "single_device");
+  // The legacy spelling keeps its warning, naming what was given.
+  std::vector<std::string> warnings;
+  EXPECT_EQ(volt::precision::normalize_precision("BF16", &warnings), "bf16-mixed");
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_TRUE(mentions(warnings[0], {"precision=BF16", "bf16-mixed"}));
+  // Factories are found whatever the case.
+  EXPECT_TRUE(static_cast<bool>(volt::strategies::strategy_factory("DDP")));
+  EXPECT_TRUE(static_cast<bool>(volt::precision::precision_factory("Bf16-Mixed")));
+}
+
+TEST(RegistryNames, UnknownNamesAreReportedAsGivenWithTheKnownKeys) {
+  TrainerOptions o = layout("2", 1);
+  o.strategy = "DDPX";
+  EXPECT_TRUE(mentions(plan_error(o, {}), {"strategy='DDPX'", "ddp_spawn", "single_device"}));
+  o.strategy = "ddp";
+  o.accelerator = "CPUS";
+  EXPECT_TRUE(mentions(plan_error(o, {}), {"accelerator='CPUS'", "cpu", "cuda", "tpu"}));
+  o.accelerator = "cpu";
+  o.precision = "BF32-Mixed";
+  EXPECT_TRUE(mentions(plan_error(o, {}), {"precision='BF32-Mixed'", "bf16-mixed", "32-true"}));
+}
+
+TEST(RegistryNames, RegistryTemplateMatchesKeysInAnyCase) {
+  volt::Registry<int> registry("widget");
+  registry.add("Fancy", "a fancy one", [] { return std::make_shared<int>(7); });
+  EXPECT_TRUE(registry.contains("fancy"));
+  EXPECT_TRUE(registry.contains("FANCY"));
+  EXPECT_EQ(*registry.create("fAnCy"), 7);
+  EXPECT_EQ(registry.known_keys(), "fancy");
+  try {
+    registry.create("plain");
+    FAIL() << "an unknown key must throw";
+  } catch (const ConfigError& e) {
+    EXPECT_TRUE(mentions(e.what(), {"widget='plain'", "fancy"}));
+  }
+}
+
 }  // namespace
