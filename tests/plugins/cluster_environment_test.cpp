@@ -206,4 +206,53 @@ TEST(RegistryNames, RegistryTemplateMatchesKeysInAnyCase) {
   }
 }
 
+// ------------------------------------------------------------ torchrun's error file
+
+TEST(TorchelasticErrorFile, WritesTheElasticJsonShapeAtomically) {
+  volt::testing::TempDir dir("volt_error_file");
+  const std::string path = dir / "error.json";
+  const volt::DataError error("the IDX file /nope/train-images-idx3-ubyte.gz cannot be opened");
+  ASSERT_TRUE(volt::environments::record_torchelastic_error(error, "Trainer stage fit on global rank 1",
+                                                            Environ({{"TORCHELASTIC_ERROR_FILE", path}})));
+  std::ifstream in(path);
+  const auto j = nlohmann::json::parse(in);
+  // The shape torch/distributed/elastic/multiprocessing/errors reads (ProcessFailure).
+  ASSERT_TRUE(j.at("message").is_object());
+  EXPECT_EQ(j["message"]["message"], std::string("DataError: ") + error.what());
+  const std::string stack = j["message"]["extraInfo"]["py_callstack"];
+  EXPECT_TRUE(mentions(stack, {"DataError", "/nope/train-images-idx3-ubyte.gz", "global rank 1"}));
+  const std::string ts = j["message"]["extraInfo"]["timestamp"];
+  EXPECT_GT(std::stoll(ts), 1700000000);
+  // Only the file itself is left: the temporary one was renamed onto it.
+  int64_t files = 0;
+  for (const auto& e : fs::directory_iterator(dir.path())) {
+    ++files;
+    EXPECT_EQ(e.path().filename(), "error.json");
+  }
+  EXPECT_EQ(files, 1);
+  // A second failure replaces the first (what the error handler of a Python worker does).
+  ASSERT_TRUE(volt::environments::record_torchelastic_error(ConfigError("second"), "here",
+                                                            Environ({{"TORCHELASTIC_ERROR_FILE", path}})));
+  std::ifstream again(path);
+  EXPECT_EQ(nlohmann::json::parse(again)["message"]["message"], "ConfigError: second");
+}
+
+TEST(TorchelasticErrorFile, NothingWithoutTheVariableAndNoThrowWhenUnwritable) {
+  volt::testing::TempDir dir("volt_error_file");
+  EXPECT_FALSE(volt::environments::record_torchelastic_error(ConfigError("x"), "here", Environ()));
+  const std::string missing = dir / "no/such/folder/error.json";
+  EXPECT_FALSE(volt::environments::record_torchelastic_error(ConfigError("x"), "here",
+                                                             Environ({{"TORCHELASTIC_ERROR_FILE", missing}})));
+  EXPECT_TRUE(fs::is_empty(dir.path()));
+}
+
+TEST(TorchelasticErrorFile, KindsAndInvalidUtf8) {
+  EXPECT_EQ(volt::environments::error_kind(volt::DistributedError("x")), "DistributedError");
+  EXPECT_EQ(volt::environments::error_kind(volt::CheckpointError("x")), "CheckpointError");
+  EXPECT_EQ(volt::environments::error_kind(std::runtime_error("x")), "std::exception");
+  const auto j = nlohmann::json::parse(
+      volt::environments::torchelastic_error_json("Error", std::string("bad \xff name"), "here", 1));
+  EXPECT_EQ(j["message"]["extraInfo"]["timestamp"], "1");
+}
+
 }  // namespace
