@@ -299,6 +299,8 @@ AcceleratorConnector::AcceleratorConnector(const TrainerOptions& options, const 
   }
   p.main_address = cluster->main_address();
   p.main_port = cluster->main_port();
+  p.launcher_store = cluster->joins_launcher_store();
+  p.store_prefix = cluster->store_prefix();
 
   // 7. Devices as names, and this process's own.
   for (const auto& d : accelerator->get_parallel_devices(p.device_ids)) {
@@ -347,7 +349,7 @@ std::shared_ptr<strategies::Strategy> AcceleratorConnector::build_stack(const Pl
   }
   auto environment = std::make_shared<environments::StaticEnvironment>(
       p.cluster_env, p.processes_started_externally, p.main_address, p.main_port, p.world_size, p.global_rank,
-      p.local_rank, p.node_rank);
+      p.local_rank, p.node_rank, p.launcher_store, p.store_prefix);
   const auto devices = accelerator->get_parallel_devices(p.device_ids);
   const auto& spec = strategies::strategy_spec(p.strategy);
   const size_t root = spec.one_process_per_node ? 0 : static_cast<size_t>(p.local_rank);
@@ -384,7 +386,8 @@ std::string Plan::describe() const {
   row("parallel_devices", devices);
   row("root_device", root_device);
   if (accelerator == "tpu") row("tpu_runtime", tpu_runtime_info);
-  row("main_address", main_address + ":" + std::to_string(main_port));
+  row("main_address", main_address + ":" + std::to_string(main_port) +
+                          (launcher_store ? " (the launcher's store, keys under " + store_prefix + ")" : ""));
   if (accelerator == "cpu") row("threads", std::to_string(num_threads) + " per process");
   row("hardware", hardware);
   for (const auto& w : warnings) row("warning", w);
@@ -409,6 +412,7 @@ std::string Plan::to_json() const {
                       {"root_device", root_device},
                       {"main_address", main_address},
                       {"main_port", main_port},
+                      {"launcher_store", launcher_store},
                       {"find_unused_parameters", find_unused_parameters},
                       {"process_group_backend", ddp.backend},
                       {"process_group_timeout_s", static_cast<double>(ddp.timeout.count()) / 1000.0},

@@ -40,6 +40,12 @@ TorchElasticEnvironment::TorchElasticEnvironment(const Environ& env) {
   main_address_ = require_text(env, "MASTER_ADDR", who);
   set_port(require(env, "MASTER_PORT", who), "MASTER_PORT");
   check_ranks("torchrun's RANK/WORLD_SIZE");
+  // Python spells it "True"/"False" (str of a bool).
+  const std::string agent_store = env.get_or("TORCHELASTIC_USE_AGENT_STORE", "");
+  launcher_store_ = agent_store == "True" || agent_store == "true" || agent_store == "1";
+  if (launcher_store_) {
+    store_prefix_ = "/worker/attempt_" + std::to_string(env.get_int_or("TORCHELASTIC_RESTART_COUNT", 0));
+  }
 }
 
 bool KubeflowEnvironment::detect(const Environ& env) {

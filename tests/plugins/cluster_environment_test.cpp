@@ -148,6 +148,26 @@ TEST(ClusterEnvironments, TorchrunInsideASlurmAllocationIsTorchelastic) {
   EXPECT_EQ(volt::environments::environment_names().front(), "torchelastic");
 }
 
+TEST(ClusterEnvironments, TorchrunStaticRendezvousJoinsTheAgentsStore) {
+  // torchrun's default (static) rendezvous: its agent serves the store at MASTER_PORT.
+  Vars vars = {{"TORCHELASTIC_RUN_ID", "none"}, {"RANK", "0"},          {"LOCAL_RANK", "0"},
+               {"WORLD_SIZE", "2"},             {"GROUP_RANK", "0"},    {"MASTER_ADDR", "127.0.0.1"},
+               {"MASTER_PORT", "29500"},        {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+               {"TORCHELASTIC_RESTART_COUNT", "2"}};
+  const Plan p = plan(layout("2", 1), vars);
+  EXPECT_TRUE(p.launcher_store);
+  EXPECT_EQ(p.store_prefix, "/worker/attempt_2");  // PyTorch's env:// prefix for that attempt
+  EXPECT_NE(p.describe().find("the launcher's store"), std::string::npos) << p.describe();
+  auto strategy = AcceleratorConnector::build_stack(p);
+  EXPECT_TRUE(strategy->cluster_environment().joins_launcher_store());
+  EXPECT_EQ(strategy->cluster_environment().store_prefix(), "/worker/attempt_2");
+  // A c10d rendezvous (--standalone, --rdzv_backend c10d): the workers open their own.
+  vars["TORCHELASTIC_USE_AGENT_STORE"] = "False";
+  const Plan own = plan(layout("2", 1), vars);
+  EXPECT_FALSE(own.launcher_store);
+  EXPECT_EQ(own.store_prefix, "");
+}
+
 // ------------------------------------------------------------ names in any case
 
 TEST(RegistryNames, StrategyAcceleratorAndPrecisionMatchInAnyCase) {

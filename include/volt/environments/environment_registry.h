@@ -36,7 +36,8 @@ std::shared_ptr<ClusterEnvironment> select_environment(const Environ& env, const
 class StaticEnvironment : public FixedLayoutEnvironment {
  public:
   StaticEnvironment(std::string name, bool external, std::string main_address, int main_port, int64_t world_size,
-                    int64_t global_rank, int64_t local_rank, int64_t node_rank);
+                    int64_t global_rank, int64_t local_rank, int64_t node_rank, bool launcher_store = false,
+                    std::string store_prefix = "");
   std::string name() const override { return name_; }
   bool creates_processes_externally() const override { return external_; }
 
