@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -233,8 +234,12 @@ void DDPStrategy::join_process_group() {
 #endif
   try {
     impl_->store = c10::make_intrusive<c10d::TCPStore>(addr, opts);
-    if (!env.store_prefix().empty()) {
-      impl_->store = c10::make_intrusive<c10d::PrefixStore>(env.store_prefix(), impl_->store);
+    if (env.joins_launcher_store()) {
+      // The launcher's store outlives this job's process group: each group of this process
+      // (a second Trainer, say) gets keys of its own, numbered alike on every rank.
+      static std::atomic<int> groups{0};
+      impl_->store = c10::make_intrusive<c10d::PrefixStore>(
+          env.store_prefix() + "/volt_group_" + std::to_string(groups++), impl_->store);
     }
   } catch (const std::exception& e) {
     const std::string msg = error_text(e);

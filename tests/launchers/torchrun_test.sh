@@ -3,14 +3,17 @@
 #  1. torchrun's default static rendezvous (its agent serves the store at MASTER_PORT): both
 #     ranks finish and end with bitwise-identical weights;
 #  2. rank 1 fails (its data folder does not exist): torchrun's failure summary names Volt's
-#     error, read from the error file the failing rank wrote (TORCHELASTIC_ERROR_FILE).
+#     error, read from the error file the failing rank wrote (TORCHELASTIC_ERROR_FILE);
+#  3. a program with two ddp Trainers in a row (volt_dist_program --trainers 2): each joins
+#     torchrun's store as a process group of its own.
 # Debian 12's torchrun (1.13 on Python 3.11) crashes in its default output mode before any
 # worker starts, so it runs with `-r 1 -t 1 --log_dir DIR` (docs/distributed.md).
-#   torchrun_test.sh <fashion_mnist binary>
+#   torchrun_test.sh <fashion_mnist binary> <volt_dist_program binary>
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/common.sh"
-example=$(readlink -f "${1:?usage: torchrun_test.sh <fashion_mnist binary>}")
+example=$(readlink -f "${1:?usage: torchrun_test.sh <fashion_mnist binary> <volt_dist_program binary>}")
+dist_program=$(readlink -f "${2:?usage: torchrun_test.sh <fashion_mnist binary> <volt_dist_program binary>}")
 command -v torchrun >/dev/null || skip "no torchrun (Debian package python3-torch)"
 /usr/bin/python3 -c 'import torch.distributed.run' 2>/dev/null || skip "torchrun's python3-torch does not import"
 need_example "$example"
@@ -68,4 +71,17 @@ PY
 root=$(echo "$summary" | sed -n '/Root Cause/,$p')
 echo "$root" | grep -q "error_file: <N/A>" && fail "the root cause has no error file"
 echo "$root" | grep -Eq "traceback : (DataError|DistributedError): " || fail "the root cause is not a Volt error"
+
+# 3. Two Trainers, one after the other, in every rank.
+port=$(free_port)
+timeout -k 5 100 torchrun --nnodes 1 --nproc_per_node 2 --master_addr 127.0.0.1 --master_port "$port" \
+  -r 1 -t 1 --log_dir "$T/logs_two" --no_python \
+  "$dist_program" --strategy ddp --devices 2 --steps 5 --trainers 2 --root "$T/two_root" --out "$T/two" \
+  > "$T/two.log" 2>&1
+rc=$?
+[ $rc -eq 0 ] || { tail -n 30 "$T/two.log"; fail "two Trainers under torchrun: exit $rc"; }
+[ -s "$T/two.rank0" ] && [ -s "$T/two.rank1" ] || fail "two Trainers under torchrun: no result of both ranks"
+cmp -s <(grep '^p ' "$T/two.rank0") <(grep '^p ' "$T/two.rank1") ||
+  fail "two Trainers under torchrun: the ranks ended with different weights"
+echo "torchrun, two Trainers in one program: both ranks end with identical weights"
 echo "torchrun: PASSED"
