@@ -104,7 +104,7 @@ args=($(example_args) --trainer.max_epochs 2 --trainer.limit_train_batches 55 --
 
 # 1. srun: a 2-rank job (MASTER_PORT free, not the 15000 + job id default).
 start=$(date +%s)
-MASTER_PORT=$(free_port) timeout -k 5 100 srun --job-name volt_srun -n 2 --kill-on-bad-exit=1 \
+MASTER_PORT=$(free_port) timeout -k 5 60 srun --job-name volt_srun -n 2 --kill-on-bad-exit=1 \
   "$example" "${args[@]}" --trainer.default_root_dir "$T/srun" > "$T/srun.log" 2>&1
 rc=$?
 echo "srun 2-rank job: exit $rc in $(( $(date +%s) - start )) s"
@@ -129,7 +129,7 @@ exec srun --kill-on-bad-exit=1 "$example" ${args[*]} --trainer.default_root_dir 
 JOB
 start=$(date +%s)
 job=$(MASTER_PORT=$(free_port) sbatch --parsable "$T/job.sh") || fail "sbatch refused the job"
-for i in $(seq 1 300); do
+for i in $(seq 1 225); do
   grep -q "step 50/55" "$T/requeue.log" 2>/dev/null && break
   sleep 0.2
 done
