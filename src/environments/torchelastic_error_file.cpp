@@ -21,10 +21,9 @@ std::string torchelastic_error_json(const std::string& kind, const std::string& 
   // torchrun prints py_callstack (else message) under "traceback": a C++ program has no
   // Python stack, so it carries the error itself and where it was raised.
   const std::string callstack = kind + ": " + what + "\n(" + context + "; a C++ program: no Python call stack)";
-  const nlohmann::json j = {
-      {"message",
-       {{"message", kind + ": " + what},
-        {"extraInfo", {{"py_callstack", callstack}, {"timestamp", std::to_string(timestamp)}}}}}};
+  const nlohmann::json j = {{"message",
+                             {{"message", kind + ": " + what},
+                              {"extraInfo", {{"py_callstack", callstack}, {"timestamp", std::to_string(timestamp)}}}}}};
   // Invalid UTF-8 in a message (a file name, say) is replaced, never a second error.
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }

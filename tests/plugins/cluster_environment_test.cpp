@@ -107,8 +107,11 @@ TEST(MPIEnvironment, NodeRankIsGlobalRankOverLocalSizeOnSeveralNodes) {
     EXPECT_EQ(p.main_address, "node0");
   }
   // MPICH / Intel MPI's variables give the same layout.
-  const Plan pmi = plan(layout("2", 2), {{"PMI_SIZE", "4"}, {"PMI_RANK", "3"}, {"MPI_LOCALRANKID", "1"},
-                                         {"MPI_LOCALNRANKS", "2"}, {"MASTER_ADDR", "node0"}});
+  const Plan pmi = plan(layout("2", 2), {{"PMI_SIZE", "4"},
+                                         {"PMI_RANK", "3"},
+                                         {"MPI_LOCALRANKID", "1"},
+                                         {"MPI_LOCALNRANKS", "2"},
+                                         {"MASTER_ADDR", "node0"}});
   EXPECT_EQ(pmi.node_rank, 1);
   EXPECT_EQ(pmi.local_rank, 1);
 }
@@ -121,7 +124,8 @@ TEST(MPIEnvironment, RoundRobinMappingIsRefusedNamingTheVariables) {
                        {"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_LOCAL_RANK=0", "--map-by slot"}));
   Vars bad_local = open_mpi(1, 1, 2);
   bad_local["OMPI_COMM_WORLD_LOCAL_RANK"] = "2";
-  EXPECT_TRUE(mentions(plan_error(layout("2", 1), bad_local), {"OMPI_COMM_WORLD_LOCAL_RANK=2", "below the local size"}));
+  EXPECT_TRUE(
+      mentions(plan_error(layout("2", 1), bad_local), {"OMPI_COMM_WORLD_LOCAL_RANK=2", "below the local size"}));
 }
 
 TEST(MPIEnvironment, RanksPerNodeMustBeTheDevicesPerNode) {
@@ -135,11 +139,11 @@ TEST(MPIEnvironment, RanksPerNodeMustBeTheDevicesPerNode) {
 TEST(ClusterEnvironments, TorchrunInsideASlurmAllocationIsTorchelastic) {
   // salloc -N1 -n1, then torchrun --nproc-per-node 2: the allocation's SLURM_* variables
   // describe one task, torchrun's the two processes it started.
-  const Vars vars = {{"SLURM_JOB_ID", "42"},          {"SLURM_JOB_NAME", "train"},  {"SLURM_NTASKS", "1"},
-                     {"SLURM_PROCID", "0"},           {"SLURM_LOCALID", "0"},        {"SLURM_NODEID", "0"},
-                     {"SLURM_NNODES", "1"},           {"SLURM_NODELIST", "n1"},      {"TORCHELASTIC_RUN_ID", "r"},
-                     {"RANK", "1"},                   {"LOCAL_RANK", "1"},           {"WORLD_SIZE", "2"},
-                     {"GROUP_RANK", "0"},             {"MASTER_ADDR", "127.0.0.1"},  {"MASTER_PORT", "29511"}};
+  const Vars vars = {{"SLURM_JOB_ID", "42"}, {"SLURM_JOB_NAME", "train"},  {"SLURM_NTASKS", "1"},
+                     {"SLURM_PROCID", "0"},  {"SLURM_LOCALID", "0"},       {"SLURM_NODEID", "0"},
+                     {"SLURM_NNODES", "1"},  {"SLURM_NODELIST", "n1"},     {"TORCHELASTIC_RUN_ID", "r"},
+                     {"RANK", "1"},          {"LOCAL_RANK", "1"},          {"WORLD_SIZE", "2"},
+                     {"GROUP_RANK", "0"},    {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29511"}};
   const Plan p = plan(layout("2", 1), vars);
   EXPECT_EQ(p.cluster_env, "torchelastic");
   EXPECT_EQ(p.global_rank, 1);
@@ -150,9 +154,14 @@ TEST(ClusterEnvironments, TorchrunInsideASlurmAllocationIsTorchelastic) {
 
 TEST(ClusterEnvironments, TorchrunStaticRendezvousJoinsTheAgentsStore) {
   // torchrun's default (static) rendezvous: its agent serves the store at MASTER_PORT.
-  Vars vars = {{"TORCHELASTIC_RUN_ID", "none"}, {"RANK", "0"},          {"LOCAL_RANK", "0"},
-               {"WORLD_SIZE", "2"},             {"GROUP_RANK", "0"},    {"MASTER_ADDR", "127.0.0.1"},
-               {"MASTER_PORT", "29500"},        {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+  Vars vars = {{"TORCHELASTIC_RUN_ID", "none"},
+               {"RANK", "0"},
+               {"LOCAL_RANK", "0"},
+               {"WORLD_SIZE", "2"},
+               {"GROUP_RANK", "0"},
+               {"MASTER_ADDR", "127.0.0.1"},
+               {"MASTER_PORT", "29500"},
+               {"TORCHELASTIC_USE_AGENT_STORE", "True"},
                {"TORCHELASTIC_RESTART_COUNT", "2"}};
   const Plan p = plan(layout("2", 1), vars);
   EXPECT_TRUE(p.launcher_store);
