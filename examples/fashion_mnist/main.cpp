@@ -1,6 +1,7 @@
 // Fashion-MNIST with Volt: a small CNN, train/val/test splits, checkpoints, early
 // stopping, CSV metrics and a progress bar. Every Trainer flag is a command-line flag:
 //   fashion_mnist --trainer.max_epochs 5 --model.lr 0.002 --config run.yaml --print-config
+#include <cstdio>
 #include <filesystem>
 #include <iostream>
 
@@ -68,6 +69,22 @@ class FashionCnn : public volt::Module {
   torch::nn::Dropout drop_{nullptr};
 };
 
+/// FNV-1a over the bytes of every parameter and buffer, in registration order: equal
+/// digests on two ranks mean bitwise-equal weights (tests/launchers compare them).
+std::string weights_digest(const torch::nn::Module& module) {
+  uint64_t h = 14695981039346656037ull;
+  auto add = [&h](const at::Tensor& t) {
+    const at::Tensor c = t.detach().cpu().contiguous();
+    const auto* bytes = static_cast<const unsigned char*>(c.data_ptr());
+    for (size_t i = 0; i < c.nbytes(); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+  };
+  for (const auto& p : module.parameters()) add(p);
+  for (const auto& b : module.buffers()) add(b);
+  char text[17];
+  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(h));
+  return text;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -115,6 +132,10 @@ int main(int argc, char** argv) {
       // SIGTERM/SIGINT: the step finished and a checkpoint was saved; resume with
       // --ckpt_path <it> (see the message above).
       return 128 + trainer.state().interrupted_by;
+    }
+    if (trainer.strategy().world_size() > 1) {
+      std::cout << "weights digest (global rank " << trainer.strategy().global_rank() << " of "
+                << trainer.strategy().world_size() << "): " << weights_digest(model) << "\n";
     }
     // fast_dev_run reports a best path without writing the file: test the weights in memory then.
     std::string best = trainer.best_model_path();

@@ -13,6 +13,7 @@
 #include "volt/checkpoint_io/torch_checkpoint_io.h"
 #include "volt/core/compat.h"
 #include "volt/core/error.h"
+#include "volt/core/registry.h"
 #include "volt/environments/environment_registry.h"
 #include "volt/precision/precision_registry.h"
 #include "volt/strategies/strategy_registry.h"
@@ -35,7 +36,8 @@ std::string join(const std::vector<std::string>& v) {
 
 /// Step 3: which accelerator. Explicit requests never fall back silently.
 std::string choose_accelerator(const std::string& flag, const HardwareProbe& hw) {
-  const std::string name = flag == "gpu" ? "cuda" : flag;
+  const std::string key = registry_key(flag);  // "CPU" is "cpu", as in Lightning
+  const std::string name = key == "gpu" ? "cuda" : key;
   if (name == "auto") {
     if (hw.tpu.present) return "tpu";
     if (hw.cuda_devices > 0) return "cuda";
@@ -82,7 +84,7 @@ std::shared_ptr<accelerators::Accelerator> make_accelerator(const std::string& n
 const strategies::StrategySpec& choose_strategy(const std::string& flag, const std::string& accelerator,
                                                 int64_t devices, int64_t num_nodes,
                                                 std::vector<std::string>& warnings) {
-  std::string name = flag;
+  std::string name = registry_key(flag);  // "DDP" is "ddp", as in Lightning
   if (name == "dp" && accelerator == "cpu") {
     // DP drives several GPUs from one process; on CPU the same job is ddp (Lightning Fabric).
     warnings.push_back("strategy=\"dp\" needs CUDA devices; on CPU Volt runs strategy=\"ddp\" instead (one "
@@ -93,7 +95,8 @@ const strategies::StrategySpec& choose_strategy(const std::string& flag, const s
     const bool one = devices == 1 && num_nodes == 1;
     name = accelerator == "tpu" ? (one ? "single_xla" : "xla") : (one ? "single_device" : "ddp");
   }
-  const auto& spec = strategies::strategy_spec(name);
+  // An unknown name is reported as it was given.
+  const auto& spec = strategies::strategy_spec(name == registry_key(flag) ? flag : name);
   if (!contains(spec.accelerators, accelerator)) {
     throw ConfigError("strategy='" + name + "' runs on " + join(spec.accelerators) + ", but the accelerator is " +
                       accelerator + ". " +
@@ -296,6 +299,8 @@ AcceleratorConnector::AcceleratorConnector(const TrainerOptions& options, const 
   }
   p.main_address = cluster->main_address();
   p.main_port = cluster->main_port();
+  p.launcher_store = cluster->joins_launcher_store();
+  p.store_prefix = cluster->store_prefix();
 
   // 7. Devices as names, and this process's own.
   for (const auto& d : accelerator->get_parallel_devices(p.device_ids)) {
@@ -344,7 +349,7 @@ std::shared_ptr<strategies::Strategy> AcceleratorConnector::build_stack(const Pl
   }
   auto environment = std::make_shared<environments::StaticEnvironment>(
       p.cluster_env, p.processes_started_externally, p.main_address, p.main_port, p.world_size, p.global_rank,
-      p.local_rank, p.node_rank);
+      p.local_rank, p.node_rank, p.launcher_store, p.store_prefix);
   const auto devices = accelerator->get_parallel_devices(p.device_ids);
   const auto& spec = strategies::strategy_spec(p.strategy);
   const size_t root = spec.one_process_per_node ? 0 : static_cast<size_t>(p.local_rank);
@@ -381,7 +386,8 @@ std::string Plan::describe() const {
   row("parallel_devices", devices);
   row("root_device", root_device);
   if (accelerator == "tpu") row("tpu_runtime", tpu_runtime_info);
-  row("main_address", main_address + ":" + std::to_string(main_port));
+  row("main_address", main_address + ":" + std::to_string(main_port) +
+                          (launcher_store ? " (the launcher's store, keys under " + store_prefix + ")" : ""));
   if (accelerator == "cpu") row("threads", std::to_string(num_threads) + " per process");
   row("hardware", hardware);
   for (const auto& w : warnings) row("warning", w);
@@ -406,6 +412,7 @@ std::string Plan::to_json() const {
                       {"root_device", root_device},
                       {"main_address", main_address},
                       {"main_port", main_port},
+                      {"launcher_store", launcher_store},
                       {"find_unused_parameters", find_unused_parameters},
                       {"process_group_backend", ddp.backend},
                       {"process_group_timeout_s", static_cast<double>(ddp.timeout.count()) / 1000.0},

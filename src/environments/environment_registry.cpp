@@ -7,8 +7,10 @@
 
 namespace volt::environments {
 
+// torchelastic before slurm, as in Lightning: torchrun inside an salloc/sbatch allocation is
+// a normal launch, and its processes carry the allocation's SLURM_* variables too.
 const std::vector<std::string>& environment_names() {
-  static const std::vector<std::string> names = {"slurm", "torchelastic", "kubeflow", "lsf", "mpi", "tpu", "default"};
+  static const std::vector<std::string> names = {"torchelastic", "slurm", "kubeflow", "lsf", "mpi", "tpu", "default"};
   return names;
 }
 
@@ -56,8 +58,11 @@ std::shared_ptr<ClusterEnvironment> select_environment(const Environ& env, const
 }
 
 StaticEnvironment::StaticEnvironment(std::string name, bool external, std::string main_address, int main_port,
-                                     int64_t world_size, int64_t global_rank, int64_t local_rank, int64_t node_rank)
+                                     int64_t world_size, int64_t global_rank, int64_t local_rank, int64_t node_rank,
+                                     bool launcher_store, std::string store_prefix)
     : name_(std::move(name)), external_(external) {
+  launcher_store_ = launcher_store;
+  store_prefix_ = std::move(store_prefix);
   main_address_ = std::move(main_address);
   main_port_ = main_port;
   world_size_ = world_size;

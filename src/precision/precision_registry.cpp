@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "volt/core/error.h"
+#include "volt/core/registry.h"
 #include "volt/precision/mixed_precision.h"
 #include "volt/precision/true_precision.h"
 
@@ -22,10 +23,11 @@ const std::vector<PrecisionSpec>& precision_specs() {
 }
 
 std::string normalize_precision(const std::string& given, std::vector<std::string>* warnings) {
-  if (given == "32" || given == "32-true") return "32-true";
-  if (given == "64" || given == "64-true") return "64-true";
-  if (given == "16" || given == "bf16") {
-    const std::string to = given == "16" ? "16-mixed" : "bf16-mixed";
+  const std::string key = registry_key(given);  // "BF16-mixed" is "bf16-mixed"
+  if (key == "32" || key == "32-true") return "32-true";
+  if (key == "64" || key == "64-true") return "64-true";
+  if (key == "16" || key == "bf16") {
+    const std::string to = key == "16" ? "16-mixed" : "bf16-mixed";
     if (warnings) {
       warnings->push_back("precision=" + given + " is a legacy spelling; it means precision=\"" + to +
                           "\". Write that to keep the meaning when the old form goes away.");
@@ -33,7 +35,7 @@ std::string normalize_precision(const std::string& given, std::vector<std::strin
     return to;
   }
   for (const auto& s : precision_specs()) {
-    if (s.name == given) return given;
+    if (s.name == key) return s.name;
   }
   std::string known;
   for (const auto& s : precision_specs()) known += (known.empty() ? "" : ", ") + s.name;
@@ -79,14 +81,14 @@ std::map<std::string, PrecisionFactory>& factories() {
 
 PrecisionFactory precision_factory(const std::string& name) {
   std::lock_guard<std::mutex> lock(mutex());
-  auto it = factories().find(name);
+  auto it = factories().find(registry_key(name));
   return it == factories().end() ? PrecisionFactory() : it->second;
 }
 
 void register_precision_factory(const std::string& name, PrecisionFactory factory) {
-  normalize_precision(name);
+  const std::string key = normalize_precision(name);  // only known names, in their canonical form
   std::lock_guard<std::mutex> lock(mutex());
-  factories()[name] = std::move(factory);
+  factories()[key] = std::move(factory);
 }
 
 }  // namespace volt::precision

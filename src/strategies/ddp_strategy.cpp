@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -14,6 +15,7 @@
 
 #include <torch/csrc/autograd/grad_mode.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/csrc/distributed/c10d/comm.hpp>
 #include <torch/csrc/distributed/c10d/reducer.hpp>
@@ -222,7 +224,8 @@ void DDPStrategy::join_process_group() {
   }
   c10d::TCPStoreOptions opts;
   opts.port = static_cast<std::uint16_t>(port);
-  opts.isServer = global_rank_ == 0;
+  // Under torchrun's static rendezvous its agent already serves the store on this port.
+  opts.isServer = global_rank_ == 0 && !env.joins_launcher_store();
   opts.numWorkers = static_cast<std::size_t>(world_size_);
   opts.waitWorkers = false;  // the layout check below waits, with a better message
   opts.timeout = options_.rendezvous_timeout;
@@ -231,9 +234,16 @@ void DDPStrategy::join_process_group() {
 #endif
   try {
     impl_->store = c10::make_intrusive<c10d::TCPStore>(addr, opts);
+    if (env.joins_launcher_store()) {
+      // The launcher's store outlives this job's process group: each group of this process
+      // (a second Trainer, say) gets keys of its own, numbered alike on every rank.
+      static std::atomic<int> groups{0};
+      impl_->store = c10::make_intrusive<c10d::PrefixStore>(
+          env.store_prefix() + "/volt_group_" + std::to_string(groups++), impl_->store);
+    }
   } catch (const std::exception& e) {
     const std::string msg = error_text(e);
-    if (global_rank_ == 0) {
+    if (opts.isServer) {
       throw DistributedError(who() + " could not open the rendezvous at " + where + ": " + msg +
                              ". The port may be in use (another job, or a previous run still exiting): set "
                              "MASTER_PORT to a free port, or leave it unset for a single-node job.");

@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "volt/core/error.h"
+#include "volt/core/registry.h"
 #include "volt/strategies/ddp_strategy.h"
 #include "volt/strategies/single_device_strategy.h"
 #include "volt/strategies/single_xla_strategy.h"
@@ -35,8 +36,9 @@ const std::vector<StrategySpec>& strategy_specs() {
 }
 
 const StrategySpec& strategy_spec(const std::string& name) {
+  const std::string key = registry_key(name);
   for (const auto& s : strategy_specs()) {
-    if (s.name == name) return s;
+    if (s.name == key) return s;
   }
   std::string known;
   for (const auto& s : strategy_specs()) known += (known.empty() ? "" : ", ") + s.name;
@@ -84,14 +86,14 @@ std::map<std::string, StrategyFactory>& factories() {
 
 StrategyFactory strategy_factory(const std::string& name) {
   std::lock_guard<std::mutex> lock(factories_mutex());
-  auto it = factories().find(name);
+  auto it = factories().find(registry_key(name));
   return it == factories().end() ? StrategyFactory() : it->second;
 }
 
 void register_strategy_factory(const std::string& name, StrategyFactory factory) {
-  strategy_spec(name);  // only known names
+  const std::string& key = strategy_spec(name).name;  // only known names
   std::lock_guard<std::mutex> lock(factories_mutex());
-  factories()[name] = std::move(factory);
+  factories()[key] = std::move(factory);
 }
 
 }  // namespace volt::strategies

@@ -16,6 +16,7 @@
 #include "volt/connectors/signal_connector.h"
 #include "volt/core/error.h"
 #include "volt/core/seed.h"
+#include "volt/environments/torchelastic_error_file.h"
 #include "volt/loggers/csv_logger.h"
 #include "volt/loops/evaluation_loop.h"
 #include "volt/loops/fit_loop.h"
@@ -130,6 +131,9 @@ auto run_stage(Trainer::Impl& impl, TrainerState& state, Module& module, connect
     state.stage = RunningStage::kNone;
     return result;
   } catch (const std::exception& e) {
+    // Under torchrun: the failure summary names this error (a no-op elsewhere).
+    environments::record_torchelastic_error(e, std::string("Trainer stage ") + to_string(stage) + " on global rank " +
+                                                   std::to_string(strategy.global_rank()));
     impl.callback_connector_.call([&](CB& cb) {
       try {
         cb.on_exception(impl, e);

@@ -7,7 +7,8 @@
 // never joins a collective), --timeout SEC (process-group timeout), --shuffle,
 // --precision P, --sync-log (logs a sync_dist metric and writes it), --accelerator A (tpu:
 // with VOLT_TPU_EMULATION=lazy), --dump-ranks (every rank, spawned workers included, also
-// writes its weights at the end of fit to OUT.worker<rank>), --backend B (process_group_backend).
+// writes its weights at the end of fit to OUT.worker<rank>), --backend B (process_group_backend),
+// --trainers T (T-1 other Trainers fit before the one whose result is written).
 #include <signal.h>
 #include <unistd.h>
 
@@ -191,6 +192,12 @@ int main(int argc, char** argv) {
     std::vector<std::shared_ptr<volt::callbacks::Callback>> callbacks;
     if (g_args.count("check-no-sync")) callbacks.push_back(agreement);
     if (g_args.count("dump-ranks")) callbacks.push_back(std::make_shared<DumpRanks>(out, self));
+    for (int64_t t = 1; t < arg_int("trainers", 1); ++t) {
+      // Earlier Trainers of the same program: each joins the job as a process group of its own.
+      volt::Trainer earlier(o);
+      TinyMLP warmup;
+      earlier.fit(warmup, loader);
+    }
     volt::Trainer trainer(o, callbacks);
     self = &trainer;
     TinyMLP model;

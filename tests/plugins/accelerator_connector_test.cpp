@@ -364,20 +364,21 @@ TEST(PrecisionFlags, WhatEachAcceleratorAccepts) {
 
 TEST(ClusterEnvironments, DetectionOrderIsDocumented) {
   EXPECT_EQ(volt::environments::environment_names(),
-            (std::vector<std::string>{"slurm", "torchelastic", "kubeflow", "lsf", "mpi", "tpu", "default"}));
+            (std::vector<std::string>{"torchelastic", "slurm", "kubeflow", "lsf", "mpi", "tpu", "default"}));
   const Vars slurm = {{"SLURM_NTASKS", "2"}, {"SLURM_PROCID", "1"}, {"SLURM_LOCALID", "1"}, {"SLURM_NODEID", "0"}};
   Vars both = slurm;
   for (const auto& kv : Vars{{"TORCHELASTIC_RUN_ID", "x"}, {"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"},
                              {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1234"}}) {
     both.insert(kv);
   }
-  EXPECT_EQ(plan({.devices = "2"}, cpu_only(), both).cluster_env, "slurm");  // SLURM wins
-  Vars interactive = both;
+  EXPECT_EQ(plan({.devices = "2"}, cpu_only(), both).cluster_env, "torchelastic");  // torchrun inside SLURM
+  EXPECT_EQ(plan({.devices = "2"}, cpu_only(), slurm).cluster_env, "slurm");
+  Vars interactive = slurm;
   interactive["SLURM_JOB_NAME"] = "bash";  // an interactive srun shell is not a job
-  EXPECT_EQ(plan({.devices = "2"}, cpu_only(), interactive).cluster_env, "torchelastic");
+  EXPECT_EQ(plan({.devices = "2"}, cpu_only(), interactive).cluster_env, "default");
   TrainerOptions no_slurm = options({.devices = "2"});
   no_slurm.slurm_auto_detect = false;
-  EXPECT_EQ(AcceleratorConnector(no_slurm, Environ(both), cpu_only()).plan().cluster_env, "torchelastic");
+  EXPECT_EQ(AcceleratorConnector(no_slurm, Environ(slurm), cpu_only()).plan().cluster_env, "default");
 }
 
 TEST(ClusterEnvironments, TorchrunVariablesGiveRanks) {

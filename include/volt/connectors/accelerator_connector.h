@@ -32,6 +32,10 @@ struct Plan {
   std::string root_device;                     ///< this process's device
   std::string main_address;
   int main_port = 0;
+  /// The launcher serves the rendezvous store at main_address:main_port (torchrun's static
+  /// rendezvous): rank 0 joins it instead of opening it, under `store_prefix`.
+  bool launcher_store = false;
+  std::string store_prefix;
   bool processes_started_externally = false;  ///< by torchrun, srun, mpirun, ...
   bool find_unused_parameters = false;
   /// ddp family: backend ("gloo", "nccl"), timeouts, buckets.

@@ -10,8 +10,19 @@
 
 namespace volt {
 
-/// Maps a key ("ddp", "cpu", "bf16-mixed") to a factory and a one-line description.
-/// Built-ins are added by explicit registration functions, never static initialisers.
+/// The form a registry key is compared in: ASCII lower case, as Lightning lower-cases the
+/// strategy, accelerator and precision strings it is given ("DDP" is "ddp", "BF16-mixed"
+/// is "bf16-mixed"). Every registry lookup goes through it; messages keep what was given.
+inline std::string registry_key(std::string name) {
+  for (char& c : name) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return name;
+}
+
+/// Maps a key ("ddp", "cpu", "bf16-mixed") to a factory and a one-line description. Keys
+/// match case-insensitively (registry_key). Built-ins are added by explicit registration
+/// functions, never static initialisers.
 template <typename Product, typename... Args>
 class Registry {
  public:
@@ -22,9 +33,9 @@ class Registry {
 
   /// Adds or replaces a key.
   void add(const std::string& key, std::string description, Factory factory) {
-    entries_[key] = Entry{std::move(description), std::move(factory)};
+    entries_[registry_key(key)] = Entry{std::move(description), std::move(factory)};
   }
-  bool contains(const std::string& key) const { return entries_.count(key) != 0; }
+  bool contains(const std::string& key) const { return entries_.count(registry_key(key)) != 0; }
 
   /// Builds the product of `key`; an unknown key throws a ConfigError listing the known ones.
   std::shared_ptr<Product> create(const std::string& key, Args... args) const {
@@ -51,7 +62,7 @@ class Registry {
     Factory factory;
   };
   const Entry& entry(const std::string& key) const {
-    auto it = entries_.find(key);
+    auto it = entries_.find(registry_key(key));
     if (it == entries_.end()) {
       throw ConfigError(what_ + "='" + key + "' is not known. Known " + what_ + " names: " + known_keys() + ".");
     }

@@ -20,6 +20,12 @@ class ClusterEnvironment {
   virtual int64_t local_rank() const = 0;
   virtual int64_t node_rank() const = 0;
   /// Set by a strategy once it knows the process layout.
+  /// True when the launcher already serves the rendezvous store at main_address():main_port()
+  /// (torchrun's static rendezvous, TORCHELASTIC_USE_AGENT_STORE=True): every rank, rank 0
+  /// included, joins it as a client instead of rank 0 opening it.
+  virtual bool joins_launcher_store() const { return false; }
+  /// The prefix of this job's keys in that store ("" for a store of its own).
+  virtual std::string store_prefix() const { return ""; }
   virtual void set_world_size(int64_t size) = 0;
   virtual void set_global_rank(int64_t rank) = 0;
   /// Checks the job against the Trainer's layout (devices per node, num_nodes) before

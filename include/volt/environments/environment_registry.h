@@ -18,8 +18,9 @@ struct EnvironmentOptions {
   SLURMEnvironment::Options slurm;
 };
 
-/// Every environment name, in detection order: slurm, torchelastic, kubeflow, lsf, mpi,
-/// tpu, default. "auto" takes the first whose variables are present; "tpu" is only
+/// Every environment name, in detection order: torchelastic, slurm, kubeflow, lsf, mpi,
+/// tpu, default (Lightning's order: torchrun inside a SLURM allocation is torchelastic).
+/// "auto" takes the first whose variables are present; "tpu" is only
 /// considered when the accelerator is a TPU (then it is taken first), and "default"
 /// (torchrun's variables, or one local process) always matches.
 const std::vector<std::string>& environment_names();
@@ -35,7 +36,8 @@ std::shared_ptr<ClusterEnvironment> select_environment(const Environ& env, const
 class StaticEnvironment : public FixedLayoutEnvironment {
  public:
   StaticEnvironment(std::string name, bool external, std::string main_address, int main_port, int64_t world_size,
-                    int64_t global_rank, int64_t local_rank, int64_t node_rank);
+                    int64_t global_rank, int64_t local_rank, int64_t node_rank, bool launcher_store = false,
+                    std::string store_prefix = "");
   std::string name() const override { return name_; }
   bool creates_processes_externally() const override { return external_; }
 

@@ -15,6 +15,8 @@ class FixedLayoutEnvironment : public ClusterEnvironment {
   int64_t global_rank() const override { return global_rank_; }
   int64_t local_rank() const override { return local_rank_; }
   int64_t node_rank() const override { return node_rank_; }
+  bool joins_launcher_store() const override { return launcher_store_; }
+  std::string store_prefix() const override { return store_prefix_; }
   void set_world_size(int64_t size) override { world_size_ = size; }
   void set_global_rank(int64_t rank) override { global_rank_ = rank; }
 
@@ -27,6 +29,8 @@ class FixedLayoutEnvironment : public ClusterEnvironment {
   std::string main_address_ = "127.0.0.1";
   int main_port_ = 29500;
   int64_t world_size_ = 1, global_rank_ = 0, local_rank_ = 0, node_rank_ = 0;
+  bool launcher_store_ = false;
+  std::string store_prefix_;
 };
 
 }  // namespace volt::environments
