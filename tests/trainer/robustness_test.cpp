@@ -184,3 +184,19 @@ TEST(TrainerCheckpointCleanup, DeadWritersTempFilesAreRemovedWhenFitStarts) {
   EXPECT_TRUE(fs::exists(live)) << "a live writer's file must stay";
   EXPECT_TRUE(fs::exists(unrelated));
 }
+
+TEST(TrainerErrorBoundary, TheFullLibTorchReportOnlyWithVoltDebug) {
+  const auto c10_error = std::make_exception_ptr(c10::Error({"f", "file.cpp", 7}, "Target 3 is out of bounds."));
+  ::unsetenv("VOLT_DEBUG");
+  const std::string plain =
+      error_message<volt::Error>([&] { std::rethrow_exception(volt::to_volt_error(c10_error, "fit failed")); });
+  EXPECT_TRUE(contains(plain, "Set VOLT_DEBUG=1 for the full report")) << plain;
+  EXPECT_FALSE(contains(plain, "file.cpp")) << plain;
+  EXPECT_EQ(plain.find('\n'), std::string::npos) << "one line: " << plain;
+  ::setenv("VOLT_DEBUG", "1", 1);
+  const std::string debug =
+      error_message<volt::Error>([&] { std::rethrow_exception(volt::to_volt_error(c10_error, "fit failed")); });
+  ::unsetenv("VOLT_DEBUG");
+  EXPECT_TRUE(contains(debug, "LibTorch's full report")) << debug;
+  EXPECT_TRUE(contains(debug, "file.cpp")) << debug;
+}
