@@ -79,10 +79,26 @@ void write_file_atomically(const fs::path& path, const std::string& content) {
   fsync_dir(path.parent_path());
 }
 
+// metrics.csv must be a regular file: a FIFO or device there would block open() or swallow
+// the rows. O_NONBLOCK keeps open() of a FIFO from waiting; fstat then refuses it.
+int open_regular(const fs::path& path, int flags) {
+  const int fd = ::open(path.c_str(), flags | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return fd;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw Error("CSVLogger cannot use " + quote_path(path.string()) + ": it is " +
+                describe(file_kind(path.string())) + ", not a regular file. Remove it, or give CSVLogger another "
+                "save_dir or version.");
+  }
+  ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  return fd;
+}
+
 // Returns false when the file is gone (deleted behind our back): the caller then
 // writes it whole.
 bool append_to_file(const fs::path& path, const std::string& content) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  const int fd = open_regular(path, O_WRONLY | O_APPEND);
   if (fd < 0) {
     if (errno == ENOENT) return false;
     throw_os_error("open", path.string(), errno);
@@ -93,7 +109,7 @@ bool append_to_file(const fs::path& path, const std::string& content) {
 }
 
 std::optional<std::string> read_file(const fs::path& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = open_regular(path, O_RDONLY);
   if (fd < 0) {
     if (errno == ENOENT) return std::nullopt;
     throw_os_error("read", path.string(), errno);

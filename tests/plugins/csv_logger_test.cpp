@@ -12,6 +12,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <future>
 #include <iterator>
 #include <chrono>
 #include <vector>
@@ -19,6 +20,7 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include "support/temp_dir.h"
 #include "volt/core/error.h"
 
 namespace fs = std::filesystem;
@@ -288,6 +290,34 @@ TEST_F(CSVLoggerTest, RejectsANonPositiveOrNanFlushDelay) {
 
 TEST_F(CSVLoggerTest, RejectsFlushIntervalBelowOne) {
   EXPECT_THROW(CSVLogger(dir_.string(), "x", std::nullopt, 0), volt::ConfigError);
+}
+
+}  // namespace
+
+namespace {
+
+TEST(CSVLoggerFiles, AFifoWhereMetricsCsvGoesIsRefusedNotOpened) {
+  volt::testing::TempDir dir;
+  fs::create_directories(dir.path() / "lightning_logs" / "version_0");
+  const std::string fifo = (dir.path() / "lightning_logs" / "version_0" / "metrics.csv").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto result = std::async(std::launch::async, [&] {
+    CSVLogger logger(dir.str(), "lightning_logs", 0);
+    logger.log_metrics({{"loss", 1.0}}, 0);
+    try {
+      logger.save();
+    } catch (const volt::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  });
+  if (result.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
+    ADD_FAILURE() << "save() blocked on the FIFO";
+    std::_Exit(1);
+  }
+  const std::string msg = result.get();
+  EXPECT_NE(msg.find("FIFO"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("metrics.csv"), std::string::npos) << msg;
 }
 
 }  // namespace
