@@ -1,9 +1,11 @@
 // Fashion-MNIST with Volt: a small CNN, train/val/test splits, checkpoints, early
 // stopping, CSV metrics and a progress bar. Every Trainer flag is a command-line flag:
 //   fashion_mnist --trainer.max_epochs 5 --model.lr 0.002 --config run.yaml --print-config
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <sstream>
 
 #include <ATen/ops/cross_entropy_loss.h>
 #include <torch/nn/modules/conv.h>
@@ -85,10 +87,43 @@ std::string weights_digest(const torch::nn::Module& module) {
   return text;
 }
 
-}  // namespace
+std::string text(double v) {
+  std::ostringstream out;
+  out << v;
+  return out.str();
+}
 
-int main(int argc, char** argv) {
-  try {
+/// model.lr: a finite learning rate in (0, 10].
+double learning_rate(const volt::cli::Cli& cli) {
+  const double lr = cli.get_double("model.lr");
+  if (!std::isfinite(lr) || lr <= 0.0 || lr > 10.0) {
+    throw volt::ConfigError("model.lr=" + text(lr) +
+                            " is not a usable learning rate. Give a finite number in (0, 10], e.g. 0.001.");
+  }
+  return lr;
+}
+
+/// model.dropout: a probability in [0, 1).
+double dropout(const volt::cli::Cli& cli) {
+  const double p = cli.get_double("model.dropout");
+  if (!std::isfinite(p) || p < 0.0 || p >= 1.0) {
+    throw volt::ConfigError("model.dropout=" + text(p) +
+                            " is not a dropout probability. Give a number in [0, 1), e.g. 0.25 (0: no dropout).");
+  }
+  return p;
+}
+
+int64_t patience(const volt::cli::Cli& cli) {
+  const int64_t n = cli.get_int("early_stopping.patience");
+  if (n < 0) {
+    throw volt::ConfigError("early_stopping.patience=" + std::to_string(n) +
+                            " is negative. Give the number of validations without improvement to wait, e.g. 3.");
+  }
+  return n;
+}
+
+int run(int argc, char** argv) {
+  {
     volt::TrainerOptions defaults;
     defaults.max_epochs = 3;
     defaults.seed = 42;
@@ -111,7 +146,9 @@ int main(int argc, char** argv) {
     ckpt.filename = "{epoch}-{val_acc:.4f}";
     volt::callbacks::EarlyStopping::Options stop;
     stop.monitor = "val_loss";
-    stop.patience = cli.get_int("early_stopping.patience");
+    stop.patience = patience(cli);
+    const double lr = learning_rate(cli);
+    const double drop = dropout(cli);
     std::vector<std::shared_ptr<volt::callbacks::Callback>> callbacks{
         std::make_shared<volt::callbacks::EarlyStopping>(stop)};
     if (options.enable_checkpointing) callbacks.push_back(std::make_shared<volt::callbacks::ModelCheckpoint>(ckpt));
@@ -121,11 +158,12 @@ int main(int argc, char** argv) {
 
     volt::Trainer trainer(options, callbacks);  // seeds before the model is built
     std::cout << trainer.plan().describe();
-    FashionCnn model(cli.get_double("model.lr"), cli.get_double("model.dropout"));
     // Debian's dataset-fashion-mnist (or any MNIST-format folder): 55k train, 5k val, 10k test.
     volt::data::MnistDataModule data({cli.get_string("data.dir"), cli.get_int("data.batch_size"),
                                       cli.get_int("data.val_size"), cli.get_int("data.num_workers"),
                                       options.seed.value_or(0)});
+    data.prepare_data();  // the data.* numbers, before the model is built
+    FashionCnn model(lr, drop);
 
     trainer.fit(model, data, cli.get_string("fit.ckpt_path"));
     if (trainer.state().interrupted_by != 0) {
@@ -145,8 +183,24 @@ int main(int argc, char** argv) {
               << (best.empty() ? "" : " (best checkpoint " + best + ")") << "\n";
     if (!trainer.loggers().empty()) std::cout << "metrics:       " << trainer.log_dir() << "/metrics.csv\n";
     return 0;
+  }
+}
+
+}  // namespace
+
+// Every failure is one line on stderr and exit code 2; VOLT_DEBUG=1 adds the full report.
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
   } catch (const volt::Error& e) {
     std::cerr << "fashion_mnist: " << e.what() << "\n";
-    return 2;
+  } catch (...) {
+    const auto error = volt::to_volt_error(std::current_exception(), "fashion_mnist stopped");
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      std::cerr << "fashion_mnist: " << e.what() << "\n";
+    }
   }
+  return 2;
 }

@@ -5,6 +5,8 @@
 #include "volt/core/compat.h"
 #include "volt/core/device_placement.h"
 #include "volt/core/error.h"
+#include "volt/core/error_boundary.h"
+#include "volt/core/file_check.h"
 #include "volt/core/lr_scheduler.h"
 #include "volt/core/module.h"
 #include "volt/core/optimizer_config.h"

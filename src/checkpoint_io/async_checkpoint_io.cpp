@@ -6,6 +6,8 @@
 
 #include "volt/checkpoint_io/torch_checkpoint_io.h"
 #include "volt/core/error.h"
+#include "volt/core/error_boundary.h"
+#include "volt/core/file_check.h"
 
 namespace volt::checkpoint_io {
 
@@ -49,29 +51,39 @@ void AsyncCheckpointIO::wait() {
 
 void AsyncCheckpointIO::save_checkpoint(const Checkpoint& checkpoint, const std::string& path) {
   wait();
-  auto copy = std::make_shared<Checkpoint>(snapshot(checkpoint));
+  std::shared_ptr<Checkpoint> copy;
+  try {
+    copy = std::make_shared<Checkpoint>(snapshot(checkpoint));
+  } catch (...) {
+    rethrow_as_volt_error("copying the checkpoint for " + quote_path(path) + " to memory", ErrorKind::kCheckpoint);
+  }
   worker_ = std::thread([this, copy, path] {
     try {
       inner_->save_checkpoint(*copy, path);
-    } catch (const Error&) {
+    } catch (...) {
       std::lock_guard<std::mutex> lock(mutex_);
-      error_ = std::current_exception();
-    } catch (const std::exception& e) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      error_ = std::make_exception_ptr(
-          CheckpointError("background write of checkpoint '" + path + "' failed: " + e.what()));
+      error_ = to_volt_error(std::current_exception(), "background write of checkpoint " + quote_path(path),
+                             ErrorKind::kCheckpoint);
     }
   });
 }
 
 Checkpoint AsyncCheckpointIO::load_checkpoint(const std::string& path) {
   wait();
-  return inner_->load_checkpoint(path);
+  try {
+    return inner_->load_checkpoint(path);
+  } catch (...) {
+    rethrow_as_volt_error("loading the checkpoint " + quote_path(path), ErrorKind::kCheckpoint);
+  }
 }
 
 void AsyncCheckpointIO::remove_checkpoint(const std::string& path) {
   wait();
-  inner_->remove_checkpoint(path);
+  try {
+    inner_->remove_checkpoint(path);
+  } catch (...) {
+    rethrow_as_volt_error("removing the checkpoint " + quote_path(path), ErrorKind::kCheckpoint);
+  }
 }
 
 void AsyncCheckpointIO::teardown() {

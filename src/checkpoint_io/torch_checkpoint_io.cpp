@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -24,6 +25,8 @@
 #include <torch/csrc/jit/serialization/pickle.h>
 
 #include "volt/core/error.h"
+#include "volt/core/error_boundary.h"
+#include "volt/core/file_check.h"
 
 namespace fs = std::filesystem;
 
@@ -43,29 +46,80 @@ void fsync_dir(const fs::path& dir) {
 
 std::atomic<BeforeRenameHook> g_before_rename{nullptr};
 
+/// The writer's pid of a temporary file named ".<target>.tmp.<pid>" or
+/// ".<target>.tmp.<pid>.<n>" (for `name` = target; any target when `name` is empty), else 0.
+long temp_file_writer(const std::string& entry, const std::string& name) {
+  if (entry.size() < 2 || entry[0] != '.') return 0;
+  size_t rest_at = 0;
+  if (!name.empty()) {
+    const std::string prefix = "." + name + ".tmp.";
+    if (entry.compare(0, prefix.size(), prefix) != 0) return 0;
+    rest_at = prefix.size();
+  } else {
+    const auto tmp = entry.rfind(".tmp.");
+    if (tmp == std::string::npos || tmp == 0) return 0;
+    rest_at = tmp + 5;
+  }
+  const std::string rest = entry.substr(rest_at);
+  if (rest.empty() || !std::isdigit(static_cast<unsigned char>(rest[0]))) return 0;
+  char* end_ptr = nullptr;
+  const long pid = std::strtol(rest.c_str(), &end_ptr, 10);
+  if (pid <= 0) return 0;
+  if (*end_ptr == '\0') return pid;
+  if (*end_ptr != '.') return 0;
+  const char* counter = end_ptr + 1;
+  if (*counter == '\0') return 0;
+  for (const char* c = counter; *c != '\0'; ++c) {
+    if (!std::isdigit(static_cast<unsigned char>(*c))) return 0;
+  }
+  return pid;
+}
+
+bool process_is_gone(long pid) { return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH; }
+
 /// Removes ".<name>.tmp.<pid>.<n>" files that a process which no longer exists left
 /// behind when it died between creating and renaming them (a crash, SIGKILL). Files of
 /// live processes (this one, or another writer) are left alone.
 void remove_orphaned_temp_files(const fs::path& dir, const std::string& name) {
-  const std::string prefix = "." + name + ".tmp.";
   std::error_code ec;
   for (fs::directory_iterator it(dir.empty() ? fs::path(".") : dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string entry = it->path().filename().string();
-    if (entry.compare(0, prefix.size(), prefix) != 0) continue;
-    const std::string rest = entry.substr(prefix.size());
-    const auto dot = rest.find('.');
-    if (dot == 0 || dot == std::string::npos) continue;
-    char* end_ptr = nullptr;
-    const long pid = std::strtol(rest.c_str(), &end_ptr, 10);
-    if (end_ptr != rest.c_str() + dot || pid <= 0) continue;
-    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+    const long pid = temp_file_writer(it->path().filename().string(), name);
+    if (pid > 0 && process_is_gone(pid)) {
       std::error_code ignored;
       fs::remove(it->path(), ignored);
     }
   }
 }
 
+int64_t remove_dead_temp_files_under(const fs::path& dir, int depth, int64_t& budget) {
+  int64_t removed = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end && budget > 0; it.increment(ec), --budget) {
+    std::error_code kind_ec;
+    const auto status = it->symlink_status(kind_ec);
+    if (kind_ec) continue;
+    if (fs::is_directory(status)) {
+      if (depth > 0) removed += remove_dead_temp_files_under(it->path(), depth - 1, budget);
+      continue;
+    }
+    if (!fs::is_regular_file(status)) continue;
+    const long pid = temp_file_writer(it->path().filename().string(), "");
+    if (pid > 0 && process_is_gone(pid)) {
+      std::error_code ignored;
+      if (fs::remove(it->path(), ignored)) ++removed;
+    }
+  }
+  return removed;
+}
+
 }  // namespace
+
+int64_t remove_dead_writers_temp_files(const std::string& root) {
+  if (file_kind(root) != FileKind::kDirectory) return 0;
+  // A bounded scan: the root may be a large shared folder.
+  int64_t budget = 100000;
+  return remove_dead_temp_files_under(fs::path(root), 4, budget);
+}
 
 BeforeRenameHook set_before_rename_hook(BeforeRenameHook hook) {
   return g_before_rename.exchange(hook);
@@ -146,6 +200,24 @@ void atomic_write(const std::string& path, const void* bytes, size_t size) {
 }
 
 void TorchCheckpointIO::save_checkpoint(const Checkpoint& checkpoint, const std::string& path) {
+  const FileKind kind = file_kind(path);
+  if (path.empty() || (kind != FileKind::kMissing && kind != FileKind::kRegular)) {
+    throw CheckpointError("cannot save a checkpoint to " + quote_path(path) + ": " +
+                          (path.empty() ? std::string("the path is empty") : std::string("it is ") + describe(kind)) +
+                          ". Give a file path such as runs/last.ckpt.");
+  }
+  if (const std::string why = folder_problem(fs::path(path).parent_path().string(), "the checkpoint's folder");
+      !why.empty()) {
+    throw CheckpointError("cannot save a checkpoint to " + quote_path(path) + ": " + why);
+  }
+  try {
+    save_archive(checkpoint, path);
+  } catch (...) {
+    rethrow_as_volt_error("saving the checkpoint " + quote_path(path), ErrorKind::kCheckpoint);
+  }
+}
+
+void TorchCheckpointIO::save_archive(const Checkpoint& checkpoint, const std::string& path) {
   c10::Dict<std::string, at::Tensor> tensors;
   for (const auto& [key, t] : checkpoint.tensors) {
     // Detached, contiguous CPU copies: the archive must not depend on autograd or device.
@@ -185,18 +257,19 @@ void TorchCheckpointIO::save_checkpoint(const Checkpoint& checkpoint, const std:
 }
 
 Checkpoint TorchCheckpointIO::load_checkpoint(const std::string& path) {
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) {
-    throw CheckpointError("checkpoint '" + path + "' is a folder, not a checkpoint file. Pass the .ckpt file inside it.");
+  // By type first: opening a FIFO would wait for a writer, a folder or device is no checkpoint.
+  if (const std::string why = regular_file_problem(
+          path, "checkpoint", "Check the path (ckpt_path) or list the folder for .ckpt files.");
+      !why.empty()) {
+    throw CheckpointError(why);
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw CheckpointError("checkpoint '" + path + "' cannot be opened: " + std::strerror(errno) +
-                          ". Check the path (ckpt_path) or list the folder for .ckpt files.");
+  if (::access(path.c_str(), R_OK) != 0) {
+    throw CheckpointError("checkpoint " + quote_path(path) + " cannot be opened: " + std::strerror(errno) +
+                          ". Check the file's permissions.");
   }
-  in.seekg(0, std::ios::end);
-  const auto size = static_cast<int64_t>(in.tellg());
-  in.close();
+  std::error_code size_ec;
+  const auto size = static_cast<int64_t>(fs::file_size(path, size_ec));
+  const std::string name = "checkpoint " + quote_path(path) + " (" + std::to_string(size) + " bytes)";
   c10::IValue root;
   try {
     // What torch::jit::pickle_load does, but reading the zip records straight from the
@@ -204,36 +277,62 @@ Checkpoint TorchCheckpointIO::load_checkpoint(const std::string& path) {
     caffe2::serialize::PyTorchStreamReader reader(path);
     root = torch::jit::readArchiveAndTensors("data", "", "", c10::nullopt, c10::nullopt, c10::nullopt, reader);
   } catch (const c10::Error& e) {
-    throw CheckpointError("checkpoint '" + path + "' (" + std::to_string(size) +
-                          " bytes) is not a readable Volt checkpoint (truncated or not a checkpoint): " +
-                          e.what_without_backtrace());
+    std::string said = e.what_without_backtrace();
+    said = said.substr(0, said.find('\n'));
+    if (said.find("INTERNAL ASSERT") != std::string::npos) said = "LibTorch's reader refused its contents";
+    throw CheckpointError(name + " is not a readable Volt checkpoint (truncated or not a checkpoint): " + said +
+                          ". Give a .ckpt file that Volt wrote.");
   } catch (const std::exception& e) {
-    throw CheckpointError("checkpoint '" + path + "' (" + std::to_string(size) +
-                          " bytes) is not a readable Volt checkpoint (truncated or not a checkpoint): " + e.what());
+    throw CheckpointError(name + " is not a readable Volt checkpoint (truncated or not a checkpoint): " + e.what() +
+                          ". Give a .ckpt file that Volt wrote.");
   }
+  try {
+    return unpack(root, name);
+  } catch (const CheckpointError&) {
+    throw;
+  } catch (...) {
+    rethrow_as_volt_error(name + " has entries of the wrong type; it was not written by Volt or is damaged",
+                          ErrorKind::kCheckpoint);
+  }
+}
+
+Checkpoint TorchCheckpointIO::unpack(const c10::IValue& root, const std::string& name) {
   if (!root.isGenericDict()) {
-    throw CheckpointError("checkpoint '" + path + "' holds a " + root.tagKind() +
-                          ", not the dict a Volt checkpoint holds.");
+    throw CheckpointError(name + " holds a " + root.tagKind() + ", not the dict a Volt checkpoint holds.");
   }
   auto dict = root.toGenericDict();
   Checkpoint ckpt;
   for (const char* key : {"tensors", "blobs", "meta"}) {
     if (!dict.contains(key)) {
-      throw CheckpointError("checkpoint '" + path + "' has no '" + key + "' entry; it was not written by Volt.");
+      throw CheckpointError(name + " has no '" + key + "' entry; it was not written by Volt.");
     }
   }
+  if (!dict.at("tensors").isGenericDict() || !dict.at("blobs").isGenericDict() || !dict.at("meta").isString()) {
+    throw CheckpointError(name + " has 'tensors', 'blobs' or 'meta' entries of the wrong type; it was not written "
+                          "by Volt or is damaged.");
+  }
   for (const auto& item : dict.at("tensors").toGenericDict()) {
+    if (!item.key().isString() || !item.value().isTensor()) {
+      throw CheckpointError(name + " has a 'tensors' entry that is not a named tensor; it is damaged.");
+    }
     ckpt.tensors.emplace(item.key().toStringRef(), item.value().toTensor());
   }
   for (const auto& item : dict.at("blobs").toGenericDict()) {
+    if (!item.key().isString() || !item.value().isTensor()) {
+      throw CheckpointError(name + " has a 'blobs' entry that is not a named byte tensor; it is damaged.");
+    }
     const at::Tensor t = item.value().toTensor().contiguous();
+    if (t.scalar_type() != at::kByte || t.dim() != 1) {
+      throw CheckpointError(name + " has a 'blobs' entry '" + item.key().toStringRef() +
+                            "' that is not a 1-D uint8 tensor; it is damaged.");
+    }
     ckpt.blobs.emplace(item.key().toStringRef(),
                        std::string(static_cast<const char*>(t.data_ptr()), static_cast<size_t>(t.numel())));
   }
   try {
     ckpt.meta = nlohmann::json::parse(dict.at("meta").toStringRef());
   } catch (const std::exception& e) {
-    throw CheckpointError("checkpoint '" + path + "' has malformed metadata: " + e.what());
+    throw CheckpointError(name + " has malformed metadata: " + e.what());
   }
   return ckpt;
 }

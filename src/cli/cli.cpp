@@ -234,6 +234,7 @@ const std::vector<TrainerField>& trainer_fields() {
       field("precision", &O::precision, "32-true, 16-mixed, bf16-mixed, 64-true, 16-true, ..."),
       field("num_nodes", &O::num_nodes, "number of machines"),
       field("num_threads", &O::num_threads, "intra-op threads per process on CPU; 0: all cores"),
+      field("allow_cpu_oversubscription", &O::allow_cpu_oversubscription, "allow devices above the core count on CPU"),
       field("cluster_environment", &O::cluster_environment,
             "auto, slurm, torchelastic, kubeflow, lsf, mpi, tpu or default"),
       field("slurm_auto_detect", &O::slurm_auto_detect, "treat srun jobs as SLURM jobs"),

@@ -301,6 +301,15 @@ AcceleratorConnector::AcceleratorConnector(const TrainerOptions& options, const 
   p.main_port = cluster->main_port();
   p.launcher_store = cluster->joins_launcher_store();
   p.store_prefix = cluster->store_prefix();
+  if (p.num_processes > hw.cpu_cores && p.accelerator == "cpu" && !options.allow_cpu_oversubscription &&
+      !p.processes_started_externally) {
+    // Volt would start these processes itself; a launcher's processes already exist.
+    throw ConfigError("devices=" + options.devices + " asks for " + std::to_string(p.num_processes) +
+                      " processes per node on CPU, but this machine has " + std::to_string(hw.cpu_cores) +
+                      " core(s). Use devices=" + std::to_string(hw.cpu_cores) +
+                      " or fewer, or set allow_cpu_oversubscription=true (--trainer.allow_cpu_oversubscription "
+                      "true) to run them anyway.");
+  }
 
   // 7. Devices as names, and this process's own.
   for (const auto& d : accelerator->get_parallel_devices(p.device_ids)) {

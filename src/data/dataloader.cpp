@@ -202,6 +202,10 @@ std::string given(int64_t value) { return std::to_string(value); }
 
 }  // namespace
 
+int64_t max_loader_workers() {
+  return std::max<int64_t>(8, 4 * static_cast<int64_t>(std::thread::hardware_concurrency()));
+}
+
 DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options)
     : dataset_(std::move(dataset)), options_(std::move(options)) {
   if (!dataset_) {
@@ -218,6 +222,15 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
     throw ConfigError("DataLoader: num_workers must not be negative, got " +
                       given(options_.num_workers) +
                       ". Use 0 to load on the calling thread or N > 0 for N background threads.");
+  }
+  if (options_.num_workers > max_loader_workers()) {
+    throw ConfigError("DataLoader: num_workers=" + given(options_.num_workers) + " is more than " +
+                      given(max_loader_workers()) + " (4 per core of this machine). Use 0 to " +
+                      given(max_loader_workers()) + "; a few workers per core already keep a loader ahead.");
+  }
+  if (options_.prefetch_factor > 1024) {
+    throw ConfigError("DataLoader: prefetch_factor=" + given(options_.prefetch_factor) +
+                      " is more than 1024 batches per worker. Use a small number; the default is 2.");
   }
   if (options_.prefetch_factor < 1) {
     throw ConfigError("DataLoader: prefetch_factor must be at least 1, got " +
@@ -237,7 +250,7 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
 int64_t DataLoader::num_batches() const {
   const int64_t n = sampler_->size();
   const int64_t b = options_.batch_size;
-  return options_.drop_last ? n / b : (n + b - 1) / b;
+  return options_.drop_last ? n / b : n / b + (n % b != 0 ? 1 : 0);  // no n + b - 1: b may be near INT64_MAX
 }
 
 int64_t DataLoader::num_examples() const { return sampler_->size(); }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "volt/core/error.h"
+#include "volt/core/file_check.h"
 
 namespace volt::data {
 namespace {
@@ -56,17 +57,15 @@ std::string shape_string(const std::vector<int64_t>& shape) {
 class GzReader {
  public:
   explicit GzReader(const std::string& path) : path_(path) {
-    std::error_code ec;
-    if (!fs::exists(path, ec)) {
-      throw DataError("IDX file " + path + " does not exist." + install_hint(path));
-    }
-    if (fs::is_directory(path, ec)) {
-      throw DataError("IDX file " + path + " is a folder, not a file.");
+    // By type first: gzopen() of a FIFO would wait for a writer.
+    if (const std::string why = regular_file_problem(path, "IDX file", under_fashion_mnist(path) ? install_hint(path).substr(1) : "");
+        !why.empty()) {
+      throw DataError(why);
     }
     errno = 0;
     file_ = gzopen(path.c_str(), "rb");
     if (file_ == nullptr) {
-      throw DataError("IDX file " + path + " cannot be opened: " +
+      throw DataError("IDX file " + quote_path(path) + " cannot be opened: " +
                       (errno != 0 ? std::strerror(errno) : "out of memory") + ".");
     }
   }
@@ -89,7 +88,7 @@ class GzReader {
         if (message.compare(0, path_.size() + 2, path_ + ": ") == 0) {
           message.erase(0, path_.size() + 2);
         }
-        throw DataError("IDX file " + path_ + " cannot be read: " + message +
+        throw DataError("IDX file " + quote_path(path_) + " cannot be read: " + message +
                         " (a corrupt gzip stream or an I/O error).");
       }
       if (got == 0) break;
@@ -199,7 +198,7 @@ std::string find_file(const std::string& dir, const std::string& stem) {
     std::error_code ec;
     if (fs::exists(path, ec)) return path;
   }
-  throw DataError("MNIST-format folder " + dir + " has neither " + stem + ".gz nor " + stem + "." +
+  throw DataError("MNIST-format folder " + quote_path(dir) + " has neither " + stem + ".gz nor " + stem + "." +
                   install_hint(dir));
 }
 
@@ -210,14 +209,14 @@ at::Tensor read_idx(const std::string& path) {
 
   unsigned char magic[4] = {0, 0, 0, 0};
   const int64_t got_magic = in.read(magic, 4);
-  if (got_magic == 0) throw DataError("IDX file " + path + " is empty.");
+  if (got_magic == 0) throw DataError("IDX file " + quote_path(path) + " is empty (0 bytes): an interrupted download or copy? Give the complete file.");
   if (got_magic < 4) {
-    throw DataError("IDX file " + path + " has a truncated header: expected 4 magic bytes, found " +
+    throw DataError("IDX file " + quote_path(path) + " has a truncated header: expected 4 magic bytes, found " +
                     std::to_string(got_magic) + "." + in.why_short());
   }
   ElementType type{};
   if (magic[0] != 0 || magic[1] != 0 || !element_type(magic[2], &type) || magic[3] == 0) {
-    throw DataError("IDX file " + path +
+    throw DataError("IDX file " + quote_path(path) +
                     " is not an IDX file (plain or gzip-compressed): expected the magic bytes "
                     "00 00 TYPE NDIM with TYPE one of 08 09 0b 0c 0d 0e and NDIM >= 1, found " +
                     hex_bytes(magic, 4) + ".");
@@ -227,7 +226,7 @@ at::Tensor read_idx(const std::string& path) {
   std::vector<unsigned char> dims(static_cast<size_t>(ndim) * 4);
   const int64_t got_dims = in.read(dims.data(), static_cast<int64_t>(dims.size()));
   if (got_dims < static_cast<int64_t>(dims.size())) {
-    throw DataError("IDX file " + path + " has a truncated header: " + std::to_string(ndim) +
+    throw DataError("IDX file " + quote_path(path) + " has a truncated header: " + std::to_string(ndim) +
                     " dimensions need " + std::to_string(4 + dims.size()) +
                     " header bytes, found " + std::to_string(4 + got_dims) + "." + in.why_short());
   }
@@ -235,7 +234,7 @@ at::Tensor read_idx(const std::string& path) {
   for (int d = 0; d < ndim; ++d) {
     const auto dim = static_cast<int32_t>(big_endian_u32(&dims[static_cast<size_t>(d) * 4]));
     if (dim < 0) {
-      throw DataError("IDX file " + path + " has a negative size " + std::to_string(dim) +
+      throw DataError("IDX file " + quote_path(path) + " has a negative size " + std::to_string(dim) +
                       " for dimension " + std::to_string(d) + " in its header.");
     }
     shape[static_cast<size_t>(d)] = dim;
@@ -243,7 +242,7 @@ at::Tensor read_idx(const std::string& path) {
   int64_t numel = 1;
   for (int64_t dim : shape) {
     if (dim != 0 && numel > std::numeric_limits<int64_t>::max() / type.size / dim) {
-      throw DataError("IDX file " + path + " announces shape " + shape_string(shape) +
+      throw DataError("IDX file " + quote_path(path) + " announces shape " + shape_string(shape) +
                       ", more bytes than any file holds: its header is corrupt.");
     }
     numel *= dim;
@@ -254,7 +253,7 @@ at::Tensor read_idx(const std::string& path) {
   // what a corrupt header announces.
   const int64_t available = in.raw_bytes_left();
   if (available >= 0 && available < expected) {
-    throw DataError("IDX file " + path + " is truncated: its header announces shape " +
+    throw DataError("IDX file " + quote_path(path) + " is truncated: its header announces shape " +
                     shape_string(shape) + ", i.e. " + std::to_string(expected) +
                     " data bytes, but only " + std::to_string(available) + " follow the header.");
   }
@@ -262,13 +261,13 @@ at::Tensor read_idx(const std::string& path) {
   try {
     tensor = at::empty(shape, type.dtype);
   } catch (const c10::Error& e) {
-    throw DataError("IDX file " + path + " announces shape " + shape_string(shape) + " (" +
+    throw DataError("IDX file " + quote_path(path) + " announces shape " + shape_string(shape) + " (" +
                     std::to_string(expected) + " bytes), which cannot be allocated (" +
                     e.what_without_backtrace() + "): is its header corrupt?");
   }
   const int64_t got = in.read(tensor.data_ptr(), expected);
   if (got < expected) {
-    throw DataError("IDX file " + path + " is truncated: its header announces shape " +
+    throw DataError("IDX file " + quote_path(path) + " is truncated: its header announces shape " +
                     shape_string(shape) + ", i.e. " + std::to_string(expected) +
                     " data bytes, but only " + std::to_string(got) + " follow the header." +
                     in.why_short());
@@ -277,7 +276,7 @@ at::Tensor read_idx(const std::string& path) {
   int64_t trailing = 0;
   for (int64_t n; (n = in.read(rest, sizeof(rest))) > 0;) trailing += n;
   if (trailing > 0) {
-    throw DataError("IDX file " + path + " has " + std::to_string(trailing) +
+    throw DataError("IDX file " + quote_path(path) + " has " + std::to_string(trailing) +
                     " bytes of trailing garbage after the " + std::to_string(expected) +
                     " data bytes its header (shape " + shape_string(shape) +
                     ") announces: the header or the file is corrupt.");
@@ -286,10 +285,15 @@ at::Tensor read_idx(const std::string& path) {
   return tensor;
 }
 
-std::shared_ptr<TensorDataset> load_mnist_format(const std::string& dir, bool train) {
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) {
-    throw DataError("MNIST-format folder " + dir + " does not exist." + install_hint(dir));
+std::shared_ptr<TensorDataset> load_mnist_format(const std::string& dir, bool train, int64_t num_classes) {
+  const FileKind kind = file_kind(dir);
+  if (kind == FileKind::kMissing) {
+    throw DataError("MNIST-format folder " + quote_path(dir) + " does not exist." + install_hint(dir));
+  }
+  if (kind != FileKind::kDirectory) {
+    throw DataError("MNIST-format folder " + quote_path(dir) + " is " +
+                    (kind == FileKind::kRegular ? std::string("a file") : describe(kind)) +
+                    ", not a folder. Give the folder that holds the IDX files (e.g. " + kFashionMnistDir + ").");
   }
   const std::string split = train ? "train" : "t10k";
   const std::string images_path = find_file(dir, split + "-images-idx3-ubyte");
@@ -298,22 +302,38 @@ std::shared_ptr<TensorDataset> load_mnist_format(const std::string& dir, bool tr
   at::Tensor labels = read_idx(labels_path);
   if (images.scalar_type() != at::kByte || images.dim() != 3 || images.size(1) != 28 ||
       images.size(2) != 28) {
-    throw DataError("IDX file " + images_path +
+    throw DataError("IDX file " + quote_path(images_path) +
                     " should hold uint8 images of shape [N, 28, 28], "
                     "found " +
                     std::string(c10::toString(images.scalar_type())) + " " +
                     shape_string(images.sizes().vec()) + ".");
   }
   if (labels.scalar_type() != at::kByte || labels.dim() != 1) {
-    throw DataError("IDX file " + labels_path + " should hold uint8 labels of shape [N], found " +
+    throw DataError("IDX file " + quote_path(labels_path) + " should hold uint8 labels of shape [N], found " +
                     std::string(c10::toString(labels.scalar_type())) + " " +
                     shape_string(labels.sizes().vec()) + ".");
   }
   if (images.size(0) != labels.size(0)) {
-    throw DataError("MNIST-format folder " + dir + ": " + images_path + " holds " +
-                    std::to_string(images.size(0)) + " images but " + labels_path + " holds " +
+    throw DataError("MNIST-format folder " + quote_path(dir) + ": " + quote_path(images_path) + " holds " +
+                    std::to_string(images.size(0)) + " images but " + quote_path(labels_path) + " holds " +
                     std::to_string(labels.size(0)) +
                     " labels. The two files must come from the same release.");
+  }
+  if (images.size(0) == 0) {
+    throw DataError("MNIST-format folder " + quote_path(dir) + ": " + quote_path(images_path) + " and " +
+                    quote_path(labels_path) + " hold 0 images and 0 labels. Give files with data.");
+  }
+  if (num_classes > 0) {
+    const at::Tensor bad = labels.ge(num_classes).nonzero();
+    if (bad.numel() > 0) {
+      const int64_t index = bad[0][0].item<int64_t>();
+      throw DataError("IDX file " + quote_path(labels_path) + " holds label " +
+                      std::to_string(static_cast<int>(labels[index].item<uint8_t>())) + " at index " +
+                      std::to_string(index) + " (" + std::to_string(bad.size(0)) + " of " +
+                      std::to_string(labels.size(0)) + " labels are outside 0.." + std::to_string(num_classes - 1) +
+                      "), but the data set has " + std::to_string(num_classes) +
+                      " classes. Give labels 0.." + std::to_string(num_classes - 1) + " or set num_classes to match.");
+    }
   }
   at::Tensor inputs = images.to(at::kFloat).div_(255.0).unsqueeze(1);
   return std::make_shared<TensorDataset>(std::vector<at::Tensor>{inputs, labels.to(at::kLong)});

@@ -12,11 +12,14 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <iterator>
+#include <set>
 #include <system_error>
 
 #include <yaml-cpp/yaml.h>
 
 #include "volt/core/error.h"
+#include "volt/core/file_check.h"
 
 namespace fs = std::filesystem;
 
@@ -76,10 +79,26 @@ void write_file_atomically(const fs::path& path, const std::string& content) {
   fsync_dir(path.parent_path());
 }
 
+// metrics.csv must be a regular file: a FIFO or device there would block open() or swallow
+// the rows. O_NONBLOCK keeps open() of a FIFO from waiting; fstat then refuses it.
+int open_regular(const fs::path& path, int flags) {
+  const int fd = ::open(path.c_str(), flags | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return fd;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw Error("CSVLogger cannot use " + quote_path(path.string()) + ": it is " +
+                describe(file_kind(path.string())) + ", not a regular file. Remove it, or give CSVLogger another "
+                "save_dir or version.");
+  }
+  ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  return fd;
+}
+
 // Returns false when the file is gone (deleted behind our back): the caller then
 // writes it whole.
 bool append_to_file(const fs::path& path, const std::string& content) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  const int fd = open_regular(path, O_WRONLY | O_APPEND);
   if (fd < 0) {
     if (errno == ENOENT) return false;
     throw_os_error("open", path.string(), errno);
@@ -90,7 +109,7 @@ bool append_to_file(const fs::path& path, const std::string& content) {
 }
 
 std::optional<std::string> read_file(const fs::path& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = open_regular(path, O_RDONLY);
   if (fd < 0) {
     if (errno == ENOENT) return std::nullopt;
     throw_os_error("read", path.string(), errno);
@@ -170,8 +189,20 @@ std::string format_value(double v) {
 
 }  // namespace
 
+namespace {
+
+// Version folders chosen by loggers of this process but not created yet: two loggers in
+// one save_dir must not choose the same one.
+std::mutex g_claims_mutex;
+std::set<std::string>& claimed_dirs() {
+  static std::set<std::string> claims;
+  return claims;
+}
+
+}  // namespace
+
 CSVLogger::CSVLogger(std::string save_dir, std::string name, std::optional<int64_t> version,
-                     int64_t flush_logs_every_n_steps)
+                     int64_t flush_logs_every_n_steps, double max_flush_delay_s)
     : save_dir_(std::move(save_dir)),
       name_(std::move(name)),
       version_(version),
@@ -180,102 +211,191 @@ CSVLogger::CSVLogger(std::string save_dir, std::string name, std::optional<int64
     throw ConfigError("CSVLogger got flush_logs_every_n_steps=" + std::to_string(flush_every_) +
                       "; it must be at least 1 (1 writes after every log_metrics call).");
   }
+  if (!(max_flush_delay_s > 0.0 && max_flush_delay_s <= 3600.0)) {
+    throw ConfigError("CSVLogger got max_flush_delay_s=" + std::to_string(max_flush_delay_s) +
+                      "; give seconds in (0, 3600] (default 2).");
+  }
   if (version_ && *version_ < 0) {
     throw ConfigError("CSVLogger got version=" + std::to_string(*version_) +
                       "; versions are non-negative. Omit it to take the next free one.");
   }
+  if (const std::string why = folder_problem(save_dir_, "CSVLogger save_dir", "Give a folder."); !why.empty()) {
+    throw ConfigError(why);
+  }
+  max_delay_ = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(max_flush_delay_s));
   columns_.push_back(kStepColumn);
   column_index_[kStepColumn] = 0;
 }
 
 CSVLogger::~CSVLogger() {
-  if (pending_.empty()) return;
-  try {
-    save();
-  } catch (const std::exception& e) {
-    // A destructor must not throw; losing rows silently would be worse than a message.
-    std::cerr << "warning: CSVLogger dropped " << pending_.size() << " unsaved rows: " << e.what()
-              << "\n";
+  stop_flusher();
+  size_t left = 0;
+  {
+    std::lock_guard<std::mutex> lock(rows_mutex_);
+    left = pending_.size();
   }
+  if (left > 0) {
+    try {
+      save();
+    } catch (const std::exception& e) {
+      // A destructor must not throw; losing rows silently would be worse than a message.
+      std::cerr << "warning: CSVLogger dropped " << left << " unsaved rows: " << e.what() << "\n";
+    }
+  }
+  std::lock_guard<std::mutex> lock(g_claims_mutex);
+  if (!log_dir_created_ && !log_dir_.empty()) claimed_dirs().erase(log_dir_);
 }
 
 int64_t CSVLogger::next_version() const {
   const fs::path root = fs::path(save_dir_) / name_;
-  std::error_code ec;
-  if (!fs::is_directory(root, ec)) return 0;
   int64_t next = 0;
-  for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string dir = it->path().filename().string();
-    if (dir.rfind("version_", 0) != 0 || !it->is_directory(ec)) continue;
-    const char* first = dir.data() + 8;
-    const char* last = dir.data() + dir.size();
-    int64_t k = 0;
-    const auto parsed = std::from_chars(first, last, k);
-    if (first == last || parsed.ec != std::errc() || parsed.ptr != last || k < 0) continue;
-    next = std::max(next, k + 1);
+  std::error_code ec;
+  if (fs::is_directory(root, ec)) {
+    for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string dir = it->path().filename().string();
+      if (dir.rfind("version_", 0) != 0 || !it->is_directory(ec)) continue;
+      const char* first = dir.data() + 8;
+      const char* last = dir.data() + dir.size();
+      int64_t k = 0;
+      const auto parsed = std::from_chars(first, last, k);
+      if (first == last || parsed.ec != std::errc() || parsed.ptr != last || k < 0) continue;
+      next = std::max(next, k + 1);
+    }
   }
+  // Skip the versions other loggers of this process chose and have not created yet.
+  while (claimed_dirs().count((root / ("version_" + std::to_string(next))).string())) ++next;
   return next;
 }
 
-const std::string& CSVLogger::ensure_log_dir() {
+const std::string& CSVLogger::choose_log_dir() {
+  std::lock_guard<std::mutex> lock(dir_mutex_);
   if (!log_dir_.empty()) return log_dir_;
   const fs::path root = fs::path(save_dir_) / name_;
+  std::lock_guard<std::mutex> claims(g_claims_mutex);
+  if (!version_) version_ = next_version();
+  log_dir_ = (root / ("version_" + std::to_string(*version_))).string();
+  claimed_dirs().insert(log_dir_);
+  return log_dir_;
+}
+
+void CSVLogger::create_log_dir() {
+  choose_log_dir();
+  std::lock_guard<std::mutex> lock(dir_mutex_);
+  if (log_dir_created_) return;
+  if (const std::string why = folder_problem(log_dir_, "CSVLogger folder", "Give CSVLogger a save_dir that is a folder.");
+      !why.empty()) {
+    throw Error(why);
+  }
   std::error_code ec;
-  fs::create_directories(root, ec);
-  if (ec) throw_os_error("create the folder", root.string(), ec.value());
-  if (version_) {
-    const fs::path dir = root / ("version_" + std::to_string(*version_));
-    fs::create_directories(dir, ec);
-    if (ec) throw_os_error("create the folder", dir.string(), ec.value());
-    log_dir_ = dir.string();
-    return log_dir_;
-  }
-  // mkdir is the reservation: a second logger (or process) racing for the same number
-  // gets EEXIST and moves on to the next one.
-  for (int64_t v = next_version();; ++v) {
-    const fs::path dir = root / ("version_" + std::to_string(v));
-    if (::mkdir(dir.c_str(), 0755) == 0) {
-      version_ = v;
-      log_dir_ = dir.string();
-      return log_dir_;
-    }
-    if (errno != EEXIST) throw_os_error("create the folder", dir.string(), errno);
-  }
+  fs::create_directories(log_dir_, ec);
+  if (ec) throw_os_error("create the folder", log_dir_, ec.value());
+  log_dir_created_ = true;
 }
 
 std::string CSVLogger::version() {
-  ensure_log_dir();
+  choose_log_dir();
   return "version_" + std::to_string(*version_);
 }
 
-std::string CSVLogger::log_dir() { return ensure_log_dir(); }
+std::string CSVLogger::log_dir() { return choose_log_dir(); }
 
 std::string CSVLogger::metrics_file_path() {
-  return (fs::path(ensure_log_dir()) / kMetricsFile).string();
+  return (fs::path(choose_log_dir()) / kMetricsFile).string();
 }
 
 std::string CSVLogger::hparams_file_path() {
-  return (fs::path(ensure_log_dir()) / kHparamsFile).string();
+  return (fs::path(choose_log_dir()) / kHparamsFile).string();
 }
 
 void CSVLogger::log_hyperparams(const std::map<std::string, std::string>& params) {
+  std::lock_guard<std::mutex> lock(io_mutex_);
   for (const auto& [key, value] : params) hparams_[key] = value;
   YAML::Emitter out;
   out << YAML::BeginMap;
   for (const auto& [key, value] : hparams_) out << YAML::Key << key << YAML::Value << value;
   out << YAML::EndMap;
+  create_log_dir();
   write_file_atomically(hparams_file_path(), std::string(out.c_str()) + "\n");
 }
 
+void CSVLogger::raise_flush_error() {
+  std::exception_ptr error;
+  {
+    std::lock_guard<std::mutex> lock(rows_mutex_);
+    std::swap(error, flush_error_);
+  }
+  if (error) std::rethrow_exception(error);
+}
+
 void CSVLogger::log_metrics(const MetricMap& metrics, int64_t step) {
-  pending_.emplace_back(step, metrics);
-  if (++calls_since_flush_ >= flush_every_) save();
+  bool write_now = false;
+  {
+    std::lock_guard<std::mutex> lock(rows_mutex_);
+    if (flush_error_) {
+      std::exception_ptr error;
+      std::swap(error, flush_error_);
+      std::rethrow_exception(error);
+    }
+    if (pending_.empty()) {
+      // One clock read per buffered batch of rows, not per row.
+      oldest_pending_ = std::chrono::steady_clock::now();
+      if (flusher_.joinable()) rows_changed_.notify_one();
+    }
+    pending_.emplace_back(step, metrics);
+    write_now = static_cast<int64_t>(pending_.size()) >= flush_every_;
+  }
+  if (write_now) {
+    save();
+  } else if (!flusher_.joinable()) {
+    start_flusher();
+  }
 }
 
 void CSVLogger::finalize(const std::string& /*status*/) { save(); }
 
-void CSVLogger::register_columns() {
-  for (const auto& row : pending_) {
+void CSVLogger::start_flusher() {
+  std::lock_guard<std::mutex> lock(rows_mutex_);
+  if (flusher_.joinable() || stop_) return;
+  flusher_ = std::thread([this] { flusher_loop(); });
+}
+
+void CSVLogger::stop_flusher() {
+  {
+    std::lock_guard<std::mutex> lock(rows_mutex_);
+    stop_ = true;
+  }
+  rows_changed_.notify_all();
+  if (flusher_.joinable()) flusher_.join();
+}
+
+void CSVLogger::flusher_loop() {
+  std::unique_lock<std::mutex> lock(rows_mutex_);
+  while (!stop_) {
+    if (pending_.empty()) {
+      rows_changed_.wait(lock, [&] { return stop_ || !pending_.empty(); });
+      continue;
+    }
+    const auto due = oldest_pending_ + max_delay_;
+    if (std::chrono::steady_clock::now() < due) {
+      rows_changed_.wait_until(lock, due, [&] { return stop_ || pending_.empty(); });
+      continue;
+    }
+    lock.unlock();
+    try {
+      write_pending();
+    } catch (...) {
+      std::lock_guard<std::mutex> relock(rows_mutex_);
+      if (!flush_error_) flush_error_ = std::current_exception();
+      stop_ = true;  // the owner's thread reports it; writing on would fail the same way
+      return;
+    }
+    lock.lock();
+  }
+}
+
+void CSVLogger::register_columns(const Rows& rows) {
+  for (const auto& row : rows) {
     for (const auto& entry : row.second) {
       if (entry.first == kStepColumn || column_index_.count(entry.first)) continue;
       column_index_[entry.first] = columns_.size();
@@ -284,11 +404,11 @@ void CSVLogger::register_columns() {
   }
 }
 
-std::string CSVLogger::format_rows() const {
+std::string CSVLogger::format_rows(const Rows& rows) const {
   std::string out;
   std::vector<std::string> cells(columns_.size());
   const size_t step_col = column_index_.at(kStepColumn);
-  for (const auto& [step, metrics] : pending_) {
+  for (const auto& [step, metrics] : rows) {
     for (auto& cell : cells) cell.clear();
     cells[step_col] = std::to_string(step);
     for (const auto& [key, value] : metrics) {
@@ -304,10 +424,32 @@ std::string CSVLogger::format_rows() const {
 }
 
 void CSVLogger::save() {
-  calls_since_flush_ = 0;
-  if (pending_.empty()) return;
-  const fs::path path = fs::path(ensure_log_dir()) / kMetricsFile;
+  raise_flush_error();
+  write_pending();
+}
 
+void CSVLogger::write_pending() {
+  std::lock_guard<std::mutex> io(io_mutex_);
+  Rows rows;
+  {
+    std::lock_guard<std::mutex> lock(rows_mutex_);
+    rows.swap(pending_);
+  }
+  if (rows.empty()) return;
+  try {
+    write_rows(rows);
+  } catch (...) {
+    // Keep the rows for the next attempt, in order.
+    std::lock_guard<std::mutex> lock(rows_mutex_);
+    rows.insert(rows.end(), std::make_move_iterator(pending_.begin()), std::make_move_iterator(pending_.end()));
+    pending_.swap(rows);
+    throw;
+  }
+}
+
+void CSVLogger::write_rows(const Rows& rows) {
+  create_log_dir();
+  const fs::path path = fs::path(choose_log_dir()) / kMetricsFile;
   std::optional<std::string> existing;
   bool ends_mid_line = false;
   if (!existing_file_checked_) {
@@ -329,7 +471,7 @@ void CSVLogger::save() {
       existing.reset();
     }
   }
-  register_columns();
+  register_columns(rows);
 
   std::string header;
   for (size_t i = 0; i < columns_.size(); ++i) {
@@ -337,12 +479,12 @@ void CSVLogger::save() {
     header += csv_field(columns_[i]);
   }
   header += '\n';
-  const std::string rows = format_rows();
+  const std::string new_rows = format_rows(rows);
 
   bool written = false;
   if (columns_on_disk_ == columns_.size()) {
     // A row torn by a crash of the earlier run must not swallow our first row.
-    written = append_to_file(path, ends_mid_line ? "\n" + rows : rows);
+    written = append_to_file(path, ends_mid_line ? "\n" + new_rows : new_rows);
   } else if (columns_on_disk_ > 0) {
     if (!existing) existing = read_file(path);
     if (existing) {
@@ -363,13 +505,12 @@ void CSVLogger::save() {
         content += '\n';
         pos = eol + 1;
       }
-      write_file_atomically(path, content + rows);
+      write_file_atomically(path, content + new_rows);
       written = true;
     }
   }
-  if (!written) write_file_atomically(path, header + rows);
+  if (!written) write_file_atomically(path, header + new_rows);
   columns_on_disk_ = columns_.size();
-  pending_.clear();
 }
 
 }  // namespace volt::loggers

@@ -4,10 +4,15 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -92,6 +97,108 @@ std::string local_address_towards(const std::string& host, int port) {
   freeaddrinfo(res);
   return out;
 }
+
+using Clock = std::chrono::steady_clock;
+
+/// How often a waiting rank says whom it waits for.
+constexpr std::chrono::seconds kWaitReportEvery{5};
+
+long seconds_left(Clock::time_point deadline) {
+  return static_cast<long>(std::max<int64_t>(
+      0, std::chrono::duration_cast<std::chrono::seconds>(deadline - Clock::now()).count()));
+}
+
+/// True when something accepts TCP connections at host:port (tried for at most ~1 s).
+bool port_accepts(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0 || res == nullptr) return false;
+  bool ok = false;
+  for (addrinfo* a = res; a != nullptr && !ok; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
+    if (fd < 0) continue;
+    if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+      ok = true;
+    } else if (errno == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      if (::poll(&p, 1, 1000) == 1) {
+        int err = 0;
+        socklen_t len = sizeof(err);
+        ok = ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
+      }
+    }
+    ::close(fd);
+  }
+  freeaddrinfo(res);
+  return ok;
+}
+
+#if VOLT_TORCH_VERSION_AT_LEAST(2, 3)
+/// The one address rank 0's store should listen on: MASTER_ADDR's, when it is a loopback or
+/// another specific address (not the wildcard). Empty: listen on every interface.
+struct ListenAddress {
+  sockaddr_storage addr{};
+  socklen_t len = 0;
+  int family = AF_UNSPEC;
+  std::string text;
+};
+
+ListenAddress specific_listen_address(const std::string& host, int port) {
+  ListenAddress out;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0 || res == nullptr) return out;
+  // The first IPv4 address if there is one (what the other ranks' clients try first on
+  // "localhost" is not certain, so a name with both is bound on its IPv4 address).
+  const addrinfo* pick = res;
+  for (const addrinfo* a = res; a != nullptr; a = a->ai_next) {
+    if (a->ai_family == AF_INET) {
+      pick = a;
+      break;
+    }
+  }
+  bool wildcard = false;
+  char buf[INET6_ADDRSTRLEN] = {};
+  if (pick->ai_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(pick->ai_addr);
+    wildcard = in->sin_addr.s_addr == htonl(INADDR_ANY);
+    inet_ntop(AF_INET, &in->sin_addr, buf, sizeof(buf));
+  } else if (pick->ai_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(pick->ai_addr);
+    wildcard = IN6_IS_ADDR_UNSPECIFIED(&in6->sin6_addr);
+    inet_ntop(AF_INET6, &in6->sin6_addr, buf, sizeof(buf));
+  } else {
+    wildcard = true;
+  }
+  if (!wildcard) {
+    std::memcpy(&out.addr, pick->ai_addr, pick->ai_addrlen);
+    out.len = static_cast<socklen_t>(pick->ai_addrlen);
+    out.family = pick->ai_family;
+    out.text = buf;
+  }
+  freeaddrinfo(res);
+  return out;
+}
+
+/// A listening socket bound to `where` only, or -1 with errno set.
+int listen_on(const ListenAddress& where) {
+  const int fd = ::socket(where.family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  const int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (::bind(fd, reinterpret_cast<const sockaddr*>(&where.addr), where.len) != 0 || ::listen(fd, 2048) != 0) {
+    const int err = errno;
+    ::close(fd);
+    errno = err;
+    return -1;
+  }
+  return fd;
+}
+#endif
 
 /// Gloo cannot reduce bfloat16: widen each gradient bucket to fp32, average, narrow back.
 class Fp32AllreduceHook : public c10d::CommHookInterface {
@@ -232,6 +339,43 @@ void DDPStrategy::join_process_group() {
 #if VOLT_TORCH_VERSION_AT_LEAST(2, 1)
   opts.useLibUV = false;  // Debian's LibTorch 2.x has no libuv
 #endif
+  const auto deadline = Clock::now() + options_.rendezvous_timeout;
+  if (opts.isServer) {
+#if VOLT_TORCH_VERSION_AT_LEAST(2, 3)
+    // The store listens on MASTER_ADDR's address only (a loopback address stays local);
+    // TCPStore takes over a socket bound here. LibTorch 1.13's TCPStore has no such option
+    // and listens on every interface (docs/robustness.md).
+    const ListenAddress only = specific_listen_address(addr, port);
+    if (only.family != AF_UNSPEC) {
+      const int fd = listen_on(only);
+      if (fd >= 0) {
+        opts.masterListenFd = fd;
+      } else if (errno == EADDRINUSE) {
+        throw DistributedError(who() + " could not open the rendezvous at " + where + ": " + std::strerror(errno) +
+                               ". The port is in use (another job, or a previous run still exiting): set "
+                               "MASTER_PORT to a free port, or leave it unset for a single-node job.");
+      }
+      // Another errno (the address is not this host's, e.g. behind NAT): every interface.
+    }
+#endif
+  } else {
+    // Rank 0 may start later: wait for its store, saying so every few seconds.
+    auto next_report = Clock::now() + kWaitReportEvery;
+    while (!port_accepts(addr, port)) {
+      if (Clock::now() >= deadline) {
+        throw DistributedError(who() + " waited " + std::to_string(options_.rendezvous_timeout.count() / 1000) +
+                               " s for rank 0's rendezvous at " + where + ", which never opened. Start rank 0 "
+                               "(MASTER_ADDR must name its node), or raise rendezvous_timeout_s.");
+      }
+      if (Clock::now() >= next_report) {
+        std::cerr << "volt: " << who() << " waits for rank 0 (the rendezvous at " << where << " is not open yet); "
+                  << seconds_left(deadline) << " s left\n"
+                  << std::flush;
+        next_report += kWaitReportEvery;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    }
+  }
   try {
     impl_->store = c10::make_intrusive<c10d::TCPStore>(addr, opts);
     if (env.joins_launcher_store()) {
@@ -261,23 +405,45 @@ void DDPStrategy::join_process_group() {
                              std::to_string(global_rank_) + ". Every process needs its own RANK.");
     }
     impl_->store->set("volt/rank/" + std::to_string(global_rank_), std::vector<uint8_t>(mine.begin(), mine.end()));
-    for (int64_t r = 0; r < world_size_; ++r) {
-      std::vector<uint8_t> theirs;
-      try {
-        theirs = impl_->store->get("volt/rank/" + std::to_string(r));
-      } catch (const std::exception& e) {
+    // Wait for every rank's announcement; every few seconds, say who is missing.
+    auto next_report = Clock::now() + kWaitReportEvery;
+    std::vector<bool> checked(static_cast<size_t>(world_size_), false);
+    for (;;) {
+      std::vector<int64_t> missing;
+      for (int64_t r = 0; r < world_size_; ++r) {
+        if (checked[static_cast<size_t>(r)]) continue;
+        const std::string key = "volt/rank/" + std::to_string(r);
+        if (!impl_->store->check({key})) {
+          missing.push_back(r);
+          continue;
+        }
+        const std::vector<uint8_t> theirs = impl_->store->get(key);
+        const std::string text(theirs.begin(), theirs.end());
+        const int64_t their_size = std::stoll(text.substr(0, text.find(' ')));
+        if (their_size != world_size_) {
+          throw DistributedError(who() + " has WORLD_SIZE=" + std::to_string(world_size_) + " but rank " +
+                                 std::to_string(r) + " (" + text.substr(text.find(' ') + 1) + ") has WORLD_SIZE=" +
+                                 std::to_string(their_size) + ". Every rank must be started with the same world size.");
+        }
+        checked[static_cast<size_t>(r)] = true;
+      }
+      if (missing.empty()) break;
+      std::string names;
+      for (size_t i = 0; i < missing.size() && i < 16; ++i) names += (i ? ", " : "") + std::to_string(missing[i]);
+      if (missing.size() > 16) names += ", ... (" + std::to_string(missing.size()) + " in all)";
+      const std::string whom = (missing.size() == 1 ? "rank " : "ranks ") + names + " of " + std::to_string(world_size_);
+      if (Clock::now() >= deadline) {
         throw DistributedError(who() + " waited " + std::to_string(options_.rendezvous_timeout.count() / 1000) +
-                               " s at " + where + " for rank " + std::to_string(r) + " of " +
-                               std::to_string(world_size_) + ", which never joined (" + error_text(e) +
-                               "). Start every rank, or check WORLD_SIZE.");
+                               " s at " + where + " for " + whom + ", which never joined. Start every rank, or "
+                               "check WORLD_SIZE.");
       }
-      const std::string text(theirs.begin(), theirs.end());
-      const int64_t their_size = std::stoll(text.substr(0, text.find(' ')));
-      if (their_size != world_size_) {
-        throw DistributedError(who() + " has WORLD_SIZE=" + std::to_string(world_size_) + " but rank " +
-                               std::to_string(r) + " (" + text.substr(text.find(' ') + 1) + ") has WORLD_SIZE=" +
-                               std::to_string(their_size) + ". Every rank must be started with the same world size.");
+      if (Clock::now() >= next_report) {
+        std::cerr << "volt: " << who() << " waits at " << where << " for " << whom << " (not joined yet); "
+                  << seconds_left(deadline) << " s left\n"
+                  << std::flush;
+        next_report += kWaitReportEvery;
       }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   } catch (const DistributedError&) {
     throw;

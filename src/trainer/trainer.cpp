@@ -9,12 +9,15 @@
 
 #include "volt/callbacks/model_checkpoint.h"
 #include "volt/checkpoint_io/safetensors.h"
+#include "volt/checkpoint_io/torch_checkpoint_io.h"
 #include "volt/connectors/callback_connector.h"
 #include "volt/connectors/checkpoint_connector.h"
 #include "volt/connectors/data_connector.h"
 #include "volt/connectors/logger_connector.h"
 #include "volt/connectors/signal_connector.h"
 #include "volt/core/error.h"
+#include "volt/core/error_boundary.h"
+#include "volt/core/file_check.h"
 #include "volt/core/seed.h"
 #include "volt/environments/torchelastic_error_file.h"
 #include "volt/loggers/csv_logger.h"
@@ -44,14 +47,18 @@ TrainerOptions apply_fast_dev_run(TrainerOptions o) {
 Trainer::Trainer(TrainerOptions options, std::vector<std::shared_ptr<callbacks::Callback>> callbacks,
                  std::vector<std::shared_ptr<loggers::Logger>> loggers,
                  std::vector<std::shared_ptr<precision::Precision>> precision_plugins) {
-  validate_trainer_options(options);
-  options_ = apply_fast_dev_run(std::move(options));
-  state_.default_root_dir = options_.default_root_dir;
-  impl_ = std::make_unique<Impl>(*this, std::move(callbacks), std::move(loggers), std::move(precision_plugins));
-  state_.is_global_zero = impl_->strategy_->is_global_zero();
-  state_.world_size = impl_->strategy_->world_size();
-  if (options_.seed) seed_everything(*options_.seed);
-  if (options_.deterministic) at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
+  try {
+    validate_trainer_options(options);
+    options_ = apply_fast_dev_run(std::move(options));
+    state_.default_root_dir = options_.default_root_dir;
+    impl_ = std::make_unique<Impl>(*this, std::move(callbacks), std::move(loggers), std::move(precision_plugins));
+    state_.is_global_zero = impl_->strategy_->is_global_zero();
+    state_.world_size = impl_->strategy_->world_size();
+    if (options_.seed) seed_everything(*options_.seed);
+    if (options_.deterministic) at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
+  } catch (...) {
+    rethrow_as_volt_error("the Trainer could not be set up from its options", ErrorKind::kConfig);
+  }
 }
 
 Trainer::~Trainer() = default;
@@ -100,28 +107,68 @@ void Trainer::set_max_epochs(int64_t max_epochs) {
 }
 
 void Trainer::save_checkpoint(const std::string& path, bool weights_only) {
-  impl_->save_checkpoint(path, weights_only);
+  try {
+    impl_->save_checkpoint(path, weights_only);
+  } catch (...) {
+    rethrow_as_volt_error("save_checkpoint(" + quote_path(path) + ")", ErrorKind::kCheckpoint);
+  }
 }
 
 namespace {
 
+/// Runs a public stage entry: whatever escapes (the spawn launcher's side, a DataConnector
+/// refusing a DataModule) leaves as a volt::Error.
+template <typename Body>
+auto guarded(const char* stage, Body&& body) -> decltype(body()) {
+  try {
+    return body();
+  } catch (...) {
+    rethrow_as_volt_error(std::string(stage) + " failed");
+  }
+}
+
+/// The step of a stage that runs now, and the error kind a foreign exception there becomes.
+struct StagePhase {
+  std::string what;
+  ErrorKind kind = ErrorKind::kError;
+};
+
+const char* stage_name(Stage stage) {
+  switch (stage) {
+    case Stage::kFit: return "fit";
+    case Stage::kValidate: return "validate";
+    case Stage::kTest: return "test";
+    case Stage::kPredict: return "predict";
+  }
+  return "stage";
+}
+
 /// Runs `body` as one stage: set-up and teardown around it, and on failure the
-/// callbacks' on_exception, the loggers closed as "failed", then the error re-thrown.
+/// callbacks' on_exception, the loggers closed as "failed", then the error re-thrown as a
+/// volt::Error that names the stage and the step that failed (the one error boundary:
+/// a LibTorch or standard exception never leaves a stage as it is). `phase` is the step
+/// running now; the body updates it.
 template <typename Body>
 auto run_stage(Trainer::Impl& impl, TrainerState& state, Module& module, connectors::DataConnector& data, Stage stage,
-               Body&& body) -> decltype(body()) {
+               StagePhase& phase, Body&& body) -> decltype(body()) {
   auto& strategy = *impl.strategy_;
   impl.module_ = &module;
   using CB = callbacks::Callback;
+  const std::string name = stage_name(stage);
   try {
+    phase = {"setting up the process group and devices", ErrorKind::kDistributed};
     strategy.setup_environment();
     impl.logger_connector_.sync_across_ranks();
+    phase = {"preparing the data (DataModule prepare_data/setup, " + name + ")", ErrorKind::kData};
     data.prepare(stage, strategy.local_rank() == 0);
     data.distribute(strategy.world_size(), strategy.global_rank());
+    phase = {"Module::setup", ErrorKind::kError};
     module.setup(stage);
     impl.callback_connector_.call([&](CB& cb) { cb.setup(impl, stage); });
+    phase = {"moving the model to its device", ErrorKind::kError};
     strategy.setup(module);
     auto result = body();
+    phase = {"tearing down", ErrorKind::kError};
     impl.callback_connector_.call([&](CB& cb) { cb.teardown(impl, stage); });
     module.teardown(stage);
     data.teardown(stage);
@@ -130,17 +177,23 @@ auto run_stage(Trainer::Impl& impl, TrainerState& state, Module& module, connect
     state.fn = TrainerFn::kNone;
     state.stage = RunningStage::kNone;
     return result;
-  } catch (const std::exception& e) {
-    // Under torchrun: the failure summary names this error (a no-op elsewhere).
-    environments::record_torchelastic_error(e, std::string("Trainer stage ") + to_string(stage) + " on global rank " +
-                                                   std::to_string(strategy.global_rank()));
-    impl.callback_connector_.call([&](CB& cb) {
-      try {
-        cb.on_exception(impl, e);
-      } catch (...) {
-        // The original error is the one to report.
-      }
-    });
+  } catch (...) {
+    const std::exception_ptr error = to_volt_error(std::current_exception(), name + " failed while " + phase.what,
+                                                   phase.kind);
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      // Under torchrun: the failure summary names this error (a no-op elsewhere).
+      environments::record_torchelastic_error(e, std::string("Trainer stage ") + to_string(stage) +
+                                                     " on global rank " + std::to_string(strategy.global_rank()));
+      impl.callback_connector_.call([&](CB& cb) {
+        try {
+          cb.on_exception(impl, e);
+        } catch (...) {
+          // The original error is the one to report.
+        }
+      });
+    }
     try {
       strategy.on_exception();
       impl.logger_connector_.finalize("failed");
@@ -149,22 +202,26 @@ auto run_stage(Trainer::Impl& impl, TrainerState& state, Module& module, connect
     }
     state.fn = TrainerFn::kNone;
     state.stage = RunningStage::kNone;
-    throw;
+    std::rethrow_exception(error);
   }
 }
 
 }  // namespace
 
 void Trainer::fit(Module& module, data::DataModule& datamodule, const std::string& ckpt_path) {
-  connectors::DataConnector data(datamodule);
-  run_fit(module, data, ckpt_path);
+  guarded("fit", [&] {
+    connectors::DataConnector data(datamodule);
+    run_fit(module, data, ckpt_path);
+  });
 }
 
 void Trainer::fit(Module& module, std::shared_ptr<data::DataLoader> train, std::shared_ptr<data::DataLoader> val,
                   const std::string& ckpt_path) {
   if (!train) throw ConfigError("fit was given a null train loader.");
-  connectors::DataConnector data(std::move(train), std::move(val), nullptr, nullptr);
-  run_fit(module, data, ckpt_path);
+  guarded("fit", [&] {
+    connectors::DataConnector data(std::move(train), std::move(val), nullptr, nullptr);
+    run_fit(module, data, ckpt_path);
+  });
 }
 
 void Trainer::configure_optimizers_once(Module& module) {
@@ -217,8 +274,10 @@ void Trainer::run_fit(Module& module, connectors::DataConnector& data, const std
   const bool spawn_worker = impl.spawn_worker();
   if (spawn_worker && !spawn_worker_runs_this_call()) return;
   state_.fn = TrainerFn::kFitting;
-  run_stage(impl, state_, module, data, Stage::kFit, [&] {
+  StagePhase phase;
+  run_stage(impl, state_, module, data, Stage::kFit, phase, [&] {
     const auto& o = options_;
+    phase = {"counting the batches of the loaders", ErrorKind::kData};
     state_.num_training_batches = connectors::DataConnector::num_batches(data.train_loader(), o.limit_train_batches);
     state_.num_val_batches = connectors::DataConnector::num_batches(data.val_loader(), o.limit_val_batches);
     if (state_.num_training_batches == 0) {
@@ -236,7 +295,10 @@ void Trainer::run_fit(Module& module, connectors::DataConnector& data, const std
                         ", a fraction such as 0.5, or check_val_every_n_epoch=null to count batches across epochs.");
     }
 
+    phase = {"configure_optimizers (building the optimizers and LR schedulers)", ErrorKind::kConfig};
     configure_optimizers_once(module);
+    phase = {"removing temporary files of dead checkpoint writers", ErrorKind::kCheckpoint};
+    if (state_.is_global_zero) checkpoint_io::remove_dead_writers_temp_files(o.default_root_dir);
     if (spawn_worker) spawn_worker_restore_start(module, /*full=*/true);
     std::string resume_from = ckpt_path;
     if (resume_from.empty()) {
@@ -247,12 +309,16 @@ void Trainer::run_fit(Module& module, connectors::DataConnector& data, const std
       }
     }
     if (!resume_from.empty()) {
+      phase = {"resuming from the checkpoint " + quote_path(resume_from) +
+                   " (model weights, optimizer and scheduler state, loops)",
+               ErrorKind::kCheckpoint};
       const std::string path = impl.resolve_ckpt_path(resume_from);
       const Checkpoint ckpt = impl.checkpoint_connector_.load(path);
       module.on_load_checkpoint(ckpt);
       connectors::CheckpointConnector::restore_module(module, ckpt, path);
       impl.checkpoint_connector_.restore_training_state(impl.parts(), ckpt, path);
     }
+    phase = {"writing the hyperparameters to the loggers", ErrorKind::kError};
     impl.logger_connector_.log_hyperparams(module.hparams());
 
     using CB = callbacks::Callback;
@@ -264,6 +330,7 @@ void Trainer::run_fit(Module& module, connectors::DataConnector& data, const std
     state_.interrupted_by = 0;
     state_.interrupt_checkpoint.clear();
     auto ctx = impl.loop_context(module, data, &signals);
+    phase = {"training (training_step, validation_step, backward, optimizer step, callbacks)", ErrorKind::kError};
     impl.callback_connector_.call([&](CB& cb) { cb.on_fit_start(impl); });
     module.on_fit_start();
     loops::FitLoop fit_loop(ctx);
@@ -276,37 +343,49 @@ void Trainer::run_fit(Module& module, connectors::DataConnector& data, const std
 }
 
 MetricMap Trainer::validate(Module& module, data::DataModule& datamodule, const std::string& ckpt_path) {
-  connectors::DataConnector data(datamodule);
-  return run_evaluation(module, data, ckpt_path, /*testing=*/false);
+  return guarded("validate", [&] {
+    connectors::DataConnector data(datamodule);
+    return run_evaluation(module, data, ckpt_path, /*testing=*/false);
+  });
 }
 
 MetricMap Trainer::validate(Module& module, std::shared_ptr<data::DataLoader> loader, const std::string& ckpt_path) {
   if (!loader) throw ConfigError("validate was given a null loader.");
-  connectors::DataConnector data(nullptr, std::move(loader), nullptr, nullptr);
-  return run_evaluation(module, data, ckpt_path, /*testing=*/false);
+  return guarded("validate", [&] {
+    connectors::DataConnector data(nullptr, std::move(loader), nullptr, nullptr);
+    return run_evaluation(module, data, ckpt_path, /*testing=*/false);
+  });
 }
 
 MetricMap Trainer::test(Module& module, data::DataModule& datamodule, const std::string& ckpt_path) {
-  connectors::DataConnector data(datamodule);
-  return run_evaluation(module, data, ckpt_path, /*testing=*/true);
+  return guarded("test", [&] {
+    connectors::DataConnector data(datamodule);
+    return run_evaluation(module, data, ckpt_path, /*testing=*/true);
+  });
 }
 
 MetricMap Trainer::test(Module& module, std::shared_ptr<data::DataLoader> loader, const std::string& ckpt_path) {
   if (!loader) throw ConfigError("test was given a null loader.");
-  connectors::DataConnector data(nullptr, nullptr, std::move(loader), nullptr);
-  return run_evaluation(module, data, ckpt_path, /*testing=*/true);
+  return guarded("test", [&] {
+    connectors::DataConnector data(nullptr, nullptr, std::move(loader), nullptr);
+    return run_evaluation(module, data, ckpt_path, /*testing=*/true);
+  });
 }
 
 std::vector<at::Tensor> Trainer::predict(Module& module, data::DataModule& datamodule, const std::string& ckpt_path) {
-  connectors::DataConnector data(datamodule);
-  return run_predict(module, data, ckpt_path);
+  return guarded("predict", [&] {
+    connectors::DataConnector data(datamodule);
+    return run_predict(module, data, ckpt_path);
+  });
 }
 
 std::vector<at::Tensor> Trainer::predict(Module& module, std::shared_ptr<data::DataLoader> loader,
                                          const std::string& ckpt_path) {
   if (!loader) throw ConfigError("predict was given a null loader.");
-  connectors::DataConnector data(nullptr, nullptr, nullptr, std::move(loader));
-  return run_predict(module, data, ckpt_path);
+  return guarded("predict", [&] {
+    connectors::DataConnector data(nullptr, nullptr, nullptr, std::move(loader));
+    return run_predict(module, data, ckpt_path);
+  });
 }
 
 void Trainer::load_weights(Module& module, const std::string& ckpt_path) {
@@ -329,9 +408,12 @@ MetricMap Trainer::run_evaluation(Module& module, connectors::DataConnector& dat
   const bool spawn_worker = impl.spawn_worker();
   if (spawn_worker && !spawn_worker_runs_this_call()) return {};
   state_.fn = testing ? TrainerFn::kTesting : TrainerFn::kValidating;
-  MetricMap result = run_stage(impl, state_, module, data, stage, [&] {
+  StagePhase phase;
+  MetricMap result = run_stage(impl, state_, module, data, stage, phase, [&] {
     if (spawn_worker) spawn_worker_restore_start(module, /*full=*/false);
+    phase = {"loading the weights of the checkpoint " + quote_path(ckpt_path), ErrorKind::kCheckpoint};
     load_weights(module, ckpt_path);
+    phase = {testing ? "testing (test_step)" : "validating (validation_step)", ErrorKind::kError};
     auto loader = testing ? data.test_loader() : data.val_loader();
     const int64_t n = connectors::DataConnector::num_batches(
         loader, testing ? options_.limit_test_batches : options_.limit_val_batches);
@@ -357,9 +439,12 @@ std::vector<at::Tensor> Trainer::run_predict(Module& module, connectors::DataCon
   const bool spawn_worker = impl.spawn_worker();
   if (spawn_worker && !spawn_worker_runs_this_call()) return {};
   state_.fn = TrainerFn::kPredicting;
-  auto predictions = run_stage(impl, state_, module, data, Stage::kPredict, [&] {
+  StagePhase phase;
+  auto predictions = run_stage(impl, state_, module, data, Stage::kPredict, phase, [&] {
     if (spawn_worker) spawn_worker_restore_start(module, /*full=*/false);
+    phase = {"loading the weights of the checkpoint " + quote_path(ckpt_path), ErrorKind::kCheckpoint};
     load_weights(module, ckpt_path);
+    phase = {"predicting (predict_step)", ErrorKind::kError};
     auto loader = data.predict_loader();
     const int64_t n = connectors::DataConnector::num_batches(loader, options_.limit_predict_batches);
     auto ctx = impl.loop_context(module, data);

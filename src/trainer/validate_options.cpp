@@ -1,7 +1,11 @@
+#include <algorithm>
+#include <cmath>
 #include <string>
+#include <thread>
 
 #include "volt/connectors/signal_connector.h"
 #include "volt/core/error.h"
+#include "volt/core/file_check.h"
 #include "volt/trainer/trainer.h"
 
 namespace volt {
@@ -20,6 +24,29 @@ void check_limit(const BatchLimit& limit, const std::string& flag) {
     check(limit.value >= 0, flag + "=" + limit.to_string() +
                                 " is a negative count. Use 0 (none), a positive count, or a fraction such as 0.5.");
   }
+}
+
+std::string num(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  std::string s = std::to_string(v);
+  while (s.size() > 1 && s.back() == '0') s.pop_back();
+  if (!s.empty() && s.back() == '.') s.pop_back();
+  return s;
+}
+
+// Seconds converted to milliseconds for c10d must stay far inside int64.
+constexpr double kMaxTimeoutS = 7 * 24 * 3600.0;
+
+void check_seconds(double v, const std::string& flag, const std::string& example) {
+  check(std::isfinite(v) && v > 0.0 && v <= kMaxTimeoutS,
+        flag + "=" + num(v) + " is not a number of seconds in (0, 604800] (one week). Use seconds, e.g. " + example +
+            ".");
+}
+
+int64_t max_num_threads() {
+  const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  return 4 * cores;
 }
 
 }  // namespace
@@ -47,7 +74,9 @@ void validate_trainer_options(const TrainerOptions& o) {
   check_limit(o.limit_test_batches, "limit_test_batches");
   check_limit(o.limit_predict_batches, "limit_predict_batches");
   if (o.val_check_interval.is_fraction) {
-    check(o.val_check_interval.value > 0.0 && o.val_check_interval.value <= 1.0,
+    check(std::isfinite(o.val_check_interval.value), "val_check_interval=" + o.val_check_interval.to_string() +
+                                                      " is not a finite number. Use a fraction such as 0.5 or a count.");
+  check(o.val_check_interval.value > 0.0 && o.val_check_interval.value <= 1.0,
           "val_check_interval=" + o.val_check_interval.to_string() +
               " is a fraction outside (0, 1]. Use e.g. 0.25 to validate four times an epoch, 1.0 for once, or an "
               "integer count of training batches.");
@@ -66,22 +95,33 @@ void validate_trainer_options(const TrainerOptions& o) {
                                           " is not valid. Use 0 (off), a count, or -1 (every validation batch).");
   check(o.accumulate_grad_batches >= 1, "accumulate_grad_batches=" + n(o.accumulate_grad_batches) +
                                             " is not valid. Use 1 (no accumulation) or more.");
-  check(o.gradient_clip_val >= 0.0, "gradient_clip_val=" + std::to_string(o.gradient_clip_val) +
-                                        " is negative. Use 0 (no clipping) or a positive threshold.");
+  check(std::isfinite(o.gradient_clip_val) && o.gradient_clip_val >= 0.0,
+        "gradient_clip_val=" + num(o.gradient_clip_val) +
+            " is not a finite, non-negative number. Use 0 (no clipping) or a positive threshold such as 1.0.");
   check(o.gradient_clip_algorithm == "norm" || o.gradient_clip_algorithm == "value",
         "gradient_clip_algorithm='" + o.gradient_clip_algorithm + "' is not known. Use \"norm\" or \"value\".");
   check(o.fast_dev_run >= 0, "fast_dev_run=" + n(o.fast_dev_run) +
                                  " is negative. Use 0 (off), 1 (true) or a number of batches.");
   check(o.log_every_n_steps >= 1, "log_every_n_steps=" + n(o.log_every_n_steps) + " is not valid. Use 1 or more.");
   check(o.num_threads >= 0, "num_threads=" + n(o.num_threads) + " is negative. Use 0 (all cores) or a count.");
-  check(o.process_group_timeout_s > 0.0, "process_group_timeout_s=" + std::to_string(o.process_group_timeout_s) +
-                                            " is not positive. Use seconds, e.g. 1800 (the default).");
-  check(o.rendezvous_timeout_s > 0.0, "rendezvous_timeout_s=" + std::to_string(o.rendezvous_timeout_s) +
-                                          " is not positive. Use seconds, e.g. 300 (the default).");
-  check(o.ddp_bucket_cap_mb > 0.0 && o.ddp_first_bucket_cap_mb > 0.0,
-        "ddp_bucket_cap_mb=" + std::to_string(o.ddp_bucket_cap_mb) + " and ddp_first_bucket_cap_mb=" +
-            std::to_string(o.ddp_first_bucket_cap_mb) + " must both be positive (defaults 25 and 1).");
+  check(o.num_threads <= max_num_threads(),
+        "num_threads=" + n(o.num_threads) + " is more than 4 threads per core of this machine (" +
+            n(max_num_threads() / 4) + " cores, so at most " + n(max_num_threads()) +
+            "). Use 0 (all cores) or a count up to " + n(max_num_threads()) + ".");
+  check_seconds(o.process_group_timeout_s, "process_group_timeout_s", "1800 (the default)");
+  check_seconds(o.rendezvous_timeout_s, "rendezvous_timeout_s", "300 (the default)");
+  constexpr double kMaxBucketMb = 65536.0;
+  check(std::isfinite(o.ddp_bucket_cap_mb) && std::isfinite(o.ddp_first_bucket_cap_mb) && o.ddp_bucket_cap_mb > 0.0 &&
+            o.ddp_first_bucket_cap_mb > 0.0 && o.ddp_bucket_cap_mb <= kMaxBucketMb &&
+            o.ddp_first_bucket_cap_mb <= kMaxBucketMb,
+        "ddp_bucket_cap_mb=" + num(o.ddp_bucket_cap_mb) + " and ddp_first_bucket_cap_mb=" +
+            num(o.ddp_first_bucket_cap_mb) + " must both be positive and at most 65536 MB (defaults 25 and 1).");
   check(!o.default_root_dir.empty(), "default_root_dir is empty. Use a folder path such as \".\" or \"runs\".");
+  if (const std::string why = folder_problem(o.default_root_dir, "default_root_dir",
+                                             "Give a folder (it is created if it does not exist).");
+      !why.empty()) {
+    throw ConfigError(why);
+  }
 }
 
 }  // namespace volt

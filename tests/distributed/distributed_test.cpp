@@ -466,3 +466,54 @@ TEST(DDPStrategy, SigtermStopsEveryRankTogetherAndTheResumeIsBitwiseExact) {
   EXPECT_EQ(read_result(resumed + ".rank1").params, a.params);
   EXPECT_EQ(read_result(resumed + ".rank0").fields.at("global_step"), "30");
 }
+
+TEST(DDPRendezvous, AWaitingRankSaysWhomItWaitsForAndTheTimeLeft) {
+  const std::string out = out_prefix("waits_for_rank1");
+  // Rank 1 never starts: rank 0 reports every few seconds, then fails at the timeout.
+  const Outcome r = run("MASTER_ADDR=127.0.0.1 MASTER_PORT=29541 WORLD_SIZE=2 RANK=0 LOCAL_RANK=0 " +
+                        train(out, "--strategy ddp --devices 2 --rendezvous-timeout 12"));
+  EXPECT_EQ(r.code, 3) << r.output;
+  EXPECT_TRUE(volt::testing::contains(r.output, "waits at 127.0.0.1:29541 for rank 1 of 2 (not joined yet); "))
+      << r.output;
+  EXPECT_TRUE(volt::testing::contains(r.output, " s left")) << r.output;
+  EXPECT_TRUE(volt::testing::contains(r.output, "never joined")) << r.output;
+}
+
+TEST(DDPRendezvous, ARankWithoutRankZeroSaysItWaitsForRankZero) {
+  const std::string out = out_prefix("waits_for_rank0");
+  const Outcome r = run("MASTER_ADDR=127.0.0.1 MASTER_PORT=29542 WORLD_SIZE=2 RANK=1 LOCAL_RANK=1 " +
+                        train(out, "--strategy ddp --devices 2 --rendezvous-timeout 12"));
+  EXPECT_EQ(r.code, 3) << r.output;
+  EXPECT_TRUE(volt::testing::contains(r.output, "rank 1 on host")) << r.output;
+  EXPECT_TRUE(volt::testing::contains(r.output, "waits for rank 0 (the rendezvous at 127.0.0.1:29542 is not open yet)"))
+      << r.output;
+  EXPECT_TRUE(volt::testing::contains(r.output, "never opened")) << r.output;
+  EXPECT_LT(r.seconds, 30.0);
+}
+
+TEST(DDPRendezvous, StoreListensOnlyOnMasterAddr) {
+  // The LibTorch the programs run on, from `volt info` ("volt 0.1.0, LibTorch 1.13.0").
+  const std::string info = run(kVolt + " info").output;
+  const auto at = info.find("LibTorch ");
+  ASSERT_NE(at, std::string::npos) << info;
+  int major = 0, minor = 0;
+  std::sscanf(info.c_str() + at + 9, "%d.%d", &major, &minor);
+  if (major < 2 || (major == 2 && minor < 3)) {
+    GTEST_SKIP() << "LibTorch " << major << "." << minor
+                 << "'s TCPStore listens on every interface: Socket::listen(port) takes no address, and "
+                    "TCPStoreOptions::masterListenFd arrived later (docs/robustness.md)";
+  }
+  const std::string out = out_prefix("bind");
+  const int port = 29543;
+  char hex_port[8];
+  std::snprintf(hex_port, sizeof(hex_port), "%04X", port);
+  // Rank 0 waits for a rank 1 that never comes; meanwhile its store's listening socket is
+  // read from /proc/net/tcp{,6} (local address, state 0A = LISTEN).
+  const Outcome r = run("MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
+                        " WORLD_SIZE=2 RANK=0 LOCAL_RANK=0 " + train(out, "--strategy ddp --devices 2 --rendezvous-timeout 8") +
+                        " >/dev/null 2>&1 & sleep 4; grep -h ':" + hex_port + " [0-9A-F:]* 0A' /proc/net/tcp /proc/net/tcp6; wait");
+  EXPECT_TRUE(volt::testing::contains(r.output, "0100007F:" + std::string(hex_port))) << r.output;
+  EXPECT_FALSE(volt::testing::contains(r.output, "00000000:" + std::string(hex_port))) << "bound to 0.0.0.0:\n" << r.output;
+  EXPECT_FALSE(volt::testing::contains(r.output, "00000000000000000000000000000000:" + std::string(hex_port)))
+      << "bound to [::]:\n" << r.output;
+}

@@ -311,10 +311,22 @@ TEST(ProcessGroupBackend, CpuRanksShareTheCoresAndTooManyRanksWarn) {
   const Plan p = plan({.devices = "2", .strategy = "ddp"}, cpu_only());  // 4 cores
   EXPECT_EQ(p.num_threads, 2);
   EXPECT_TRUE(p.warnings.empty());
-  const Plan many = plan({.devices = "8", .strategy = "ddp"}, cpu_only());
+  TrainerOptions o = options({.devices = "8", .strategy = "ddp"});
+  o.allow_cpu_oversubscription = true;
+  const Plan many = AcceleratorConnector(o, Environ(), cpu_only()).plan();
   EXPECT_EQ(many.num_threads, 1);
   ASSERT_FALSE(many.warnings.empty());
   EXPECT_TRUE(mentions(many.warnings.back(), {"8 processes", "4 CPU core"}));
+}
+
+TEST(ProcessGroupBackend, MoreCpuRanksThanCoresNeedTheOptIn) {
+  EXPECT_TRUE(mentions(plan_error({.devices = "8", .strategy = "ddp"}, cpu_only()),
+                       {"devices=8", "4 core", "allow_cpu_oversubscription"}));
+  // A launcher's processes already exist: they are not refused.
+  const Plan launched = plan({.devices = "8", .strategy = "ddp"}, cpu_only(),
+                             {{"TORCHELASTIC_RUN_ID", "x"}, {"WORLD_SIZE", "8"}, {"RANK", "0"}, {"LOCAL_RANK", "0"},
+                              {"LOCAL_WORLD_SIZE", "8"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"}});
+  EXPECT_EQ(launched.num_processes, 8);
 }
 
 TEST(PlanToStack, DdpBuildsWithTheRanksOfThePlan) {

@@ -11,11 +11,16 @@
 #include <limits>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <future>
+#include <iterator>
+#include <chrono>
 #include <vector>
 
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include "support/temp_dir.h"
 #include "volt/core/error.h"
 
 namespace fs = std::filesystem;
@@ -58,10 +63,15 @@ TEST_F(CSVLoggerTest, VersionsIncrementWithinOneSaveDir) {
   EXPECT_EQ(first.version(), "version_0");
   EXPECT_EQ(first.name(), "lightning_logs");
   EXPECT_EQ(first.log_dir(), (dir_ / "lightning_logs" / "version_0").string());
-  EXPECT_TRUE(fs::is_directory(first.log_dir()));
+  EXPECT_FALSE(fs::exists(first.log_dir())) << "the folder is made by the first write";
 
   CSVLogger second(dir_.string());
   EXPECT_EQ(second.version(), "version_1");
+  first.log_metrics({{"loss", 1.0}}, 0);
+  first.save();
+  second.log_metrics({{"loss", 1.0}}, 0);
+  second.save();
+  EXPECT_TRUE(fs::is_directory(dir_ / "lightning_logs" / "version_0"));
   EXPECT_TRUE(fs::is_directory(dir_ / "lightning_logs" / "version_1"));
 }
 
@@ -77,6 +87,7 @@ TEST_F(CSVLoggerTest, NextVersionFollowsHighestExistingFolder) {
 TEST_F(CSVLoggerTest, ExplicitVersionIsUsedAsGiven) {
   CSVLogger logger(dir_.string(), "exp", 7);
   EXPECT_EQ(logger.log_dir(), (dir_ / "exp" / "version_7").string());
+  logger.log_hyperparams({{"lr", "0.1"}});
   EXPECT_TRUE(fs::is_directory(logger.log_dir()));
 }
 
@@ -221,23 +232,92 @@ TEST_F(CSVLoggerTest, HparamsYamlHasOneLinePerKeyAndReadsBack) {
   EXPECT_EQ(yaml["note"].as<std::string>(), "# not a comment");
 }
 
-TEST_F(CSVLoggerTest, UnwritableSaveDirThrowsErrorNamingPathAndOsError) {
+TEST_F(CSVLoggerTest, SaveDirUnderAFileIsRefusedAtConstructionSayingItIsAFile) {
   const fs::path file = dir_ / "plain_file";
   std::ofstream(file) << "x";
-  CSVLogger logger((file / "logs").string());
+  try {
+    CSVLogger logger((file / "logs").string());
+    FAIL() << "expected volt::ConfigError";
+  } catch (const volt::ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(file.string()), std::string::npos) << what;
+    EXPECT_NE(what.find("is a file, not a folder"), std::string::npos) << what;
+  }
+}
+
+TEST_F(CSVLoggerTest, UnwritableSaveDirThrowsErrorNamingPathAndOsError) {
+  // procfs refuses new folders, for root too.
+  const std::string save_dir = "/proc/self/volt_logs";
+  CSVLogger logger(save_dir);
   try {
     logger.log_metrics({{"loss", 1.0}}, 0);
     logger.save();
     FAIL() << "expected volt::Error";
   } catch (const volt::Error& e) {
     const std::string what = e.what();
-    EXPECT_NE(what.find(file.string()), std::string::npos) << what;
-    EXPECT_NE(what.find(std::strerror(ENOTDIR)), std::string::npos) << what;
+    EXPECT_NE(what.find(save_dir), std::string::npos) << what;
+    EXPECT_NE(what.find(std::strerror(ENOENT)), std::string::npos) << what;
   }
+}
+
+TEST_F(CSVLoggerTest, RowsReachTheFileWithinTheFlushDelayWithoutAnotherCall) {
+  CSVLogger logger(dir_.string(), "lightning_logs", std::nullopt, /*flush_logs_every_n_steps=*/100,
+                   /*max_flush_delay_s=*/0.2);
+  logger.log_metrics({{"loss", 0.5}}, 7);
+  const std::string path = logger.metrics_file_path();
+  std::string text;
+  for (int i = 0; i < 40 && text.find("7,0.5") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::ifstream in(path);
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  EXPECT_NE(text.find("step,loss\n7,0.5\n"), std::string::npos) << "metrics.csv after 2 s: '" << text << "'";
+}
+
+TEST_F(CSVLoggerTest, DefaultFlushDelayIsTwoSeconds) {
+  CSVLogger logger(dir_.string());
+  logger.log_metrics({{"loss", 0.5}}, 1);
+  const std::string path = logger.metrics_file_path();
+  EXPECT_FALSE(fs::exists(path)) << "one row is written by the background writer, not by log_metrics";
+  std::this_thread::sleep_for(std::chrono::milliseconds(2600));
+  EXPECT_TRUE(fs::exists(path)) << "a row older than 2 s is still only in memory";
+}
+
+TEST_F(CSVLoggerTest, RejectsANonPositiveOrNanFlushDelay) {
+  EXPECT_THROW(CSVLogger(dir_.string(), "x", std::nullopt, 100, 0.0), volt::ConfigError);
+  EXPECT_THROW(CSVLogger(dir_.string(), "x", std::nullopt, 100, std::nan("")), volt::ConfigError);
 }
 
 TEST_F(CSVLoggerTest, RejectsFlushIntervalBelowOne) {
   EXPECT_THROW(CSVLogger(dir_.string(), "x", std::nullopt, 0), volt::ConfigError);
+}
+
+}  // namespace
+
+namespace {
+
+TEST(CSVLoggerFiles, AFifoWhereMetricsCsvGoesIsRefusedNotOpened) {
+  volt::testing::TempDir dir;
+  fs::create_directories(dir.path() / "lightning_logs" / "version_0");
+  const std::string fifo = (dir.path() / "lightning_logs" / "version_0" / "metrics.csv").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto result = std::async(std::launch::async, [&] {
+    CSVLogger logger(dir.str(), "lightning_logs", 0);
+    logger.log_metrics({{"loss", 1.0}}, 0);
+    try {
+      logger.save();
+    } catch (const volt::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  });
+  if (result.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
+    ADD_FAILURE() << "save() blocked on the FIFO";
+    std::_Exit(1);
+  }
+  const std::string msg = result.get();
+  EXPECT_NE(msg.find("FIFO"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("metrics.csv"), std::string::npos) << msg;
 }
 
 }  // namespace

@@ -1,17 +1,27 @@
 #pragma once
 #include "volt/checkpoint_io/checkpoint_io.h"
 
+namespace c10 {
+struct IValue;
+}
+
 namespace volt::checkpoint_io {
 
 /// The default: one LibTorch pickle archive per checkpoint (a dict that Python's
 /// torch.load reads: {"tensors": {name: tensor}, "blobs": {name: uint8 tensor},
-/// "meta": JSON text}). Written to a temporary file in the same folder, fsynced,
+/// "meta": JSON text}). load_checkpoint refuses a path that is not a regular file (a
+/// folder, FIFO or device) before opening it; every failure, LibTorch's included, is a
+/// CheckpointError naming the file. Written to a temporary file in the same folder, fsynced,
 /// renamed over the target, and the folder fsynced.
 class TorchCheckpointIO : public CheckpointIO {
  public:
   void save_checkpoint(const Checkpoint& checkpoint, const std::string& path) override;
   Checkpoint load_checkpoint(const std::string& path) override;
   void remove_checkpoint(const std::string& path) override;
+
+ private:
+  static void save_archive(const Checkpoint& checkpoint, const std::string& path);
+  static Checkpoint unpack(const c10::IValue& root, const std::string& name);
 };
 
 /// Writes `bytes` to `path` atomically (temp file in the same folder, fsync, rename,
@@ -19,6 +29,14 @@ class TorchCheckpointIO : public CheckpointIO {
 /// same target that processes which no longer run left behind (they died before their
 /// rename). Throws volt::Error naming the path.
 void atomic_write(const std::string& path, const void* bytes, size_t size);
+
+/// Removes, under `root` (and its folders, at most 4 levels down), the temporary files that
+/// atomic writers (checkpoints, metrics.csv, hparams.yaml) which no longer run left behind:
+/// names ".<target>.tmp.<pid>[.<n>]" whose process <pid> does not exist on this machine.
+/// Files of live processes are kept. Returns how many files were removed; errors while
+/// scanning are ignored (a folder that cannot be listed is skipped). The Trainer calls it on
+/// rank 0 when fit starts.
+int64_t remove_dead_writers_temp_files(const std::string& root);
 
 /// Called by atomic_write after the temporary file is complete and fsynced, just before
 /// it is renamed onto the target: (temporary path, target path).

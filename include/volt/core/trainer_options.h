@@ -16,8 +16,12 @@ struct TrainerOptions {
   std::string strategy = "auto";     ///< auto, single_device, ddp, ddp_spawn, dp, ...
   std::string precision = "32-true";  ///< 32-true, 16-mixed, bf16-mixed, 64-true, ...
   int64_t num_nodes = 1;
-  /// Intra-op threads per process on CPU; 0: all cores of this machine.
+  /// Intra-op threads per process on CPU; 0: all cores of this machine. At most 4 per core.
   int64_t num_threads = 0;
+  /// On CPU, allow Volt to start more processes per node (devices) than the machine has
+  /// cores; without it such a devices value is a ConfigError (the ranks would compete for
+  /// cores). Processes started by a launcher (torchrun, srun, mpirun) are not counted.
+  bool allow_cpu_oversubscription = false;
   /// auto (detect), or one of slurm, torchelastic, kubeflow, lsf, mpi, tpu, default.
   std::string cluster_environment = "auto";
   /// Treat srun jobs as SLURM jobs (false: ignore SLURM's variables).

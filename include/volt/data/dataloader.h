@@ -11,15 +11,19 @@
 
 namespace volt::data {
 
+/// The most background workers a DataLoader accepts: 4 per core of this machine (at least 8).
+int64_t max_loader_workers();
+
 struct DataLoaderOptions {
   int64_t batch_size = 1;
   /// Visit examples in a fresh random order every epoch (RandomSampler).
   bool shuffle = false;
   /// Drop the last batch when it is smaller than batch_size.
   bool drop_last = false;
-  /// Threads that prepare batches in the background; 0: on the caller's thread.
+  /// Threads that prepare batches in the background; 0: on the caller's thread. At most
+  /// max_loader_workers().
   int64_t num_workers = 0;
-  /// Batches each worker prepares ahead.
+  /// Batches each worker prepares ahead: 1 .. 1024.
   int64_t prefetch_factor = 2;
   /// Copy batches into page-locked memory (only when CUDA is available; ignored otherwise).
   bool pin_memory = false;

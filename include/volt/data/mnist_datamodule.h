@@ -23,12 +23,19 @@ class MnistDataModule : public DataModule {
     int64_t num_workers = 0;
     /// Seeds the train/val split and the shuffling.
     uint64_t seed = 0;
+    /// Classes the labels must lie in (0 .. num_classes - 1); 10 for the MNIST family.
+    int64_t num_classes = 10;
   };
 
   explicit MnistDataModule(Options options) : options_(std::move(options)) {}
 
+  /// Checks the options (batch_size 1 .. 2^24, val_size >= 1, num_workers 0 .. 4 x cores,
+  /// num_classes 1 .. 256): a ConfigError naming the option and the value given.
+  void prepare_data() override;
   /// Loads the files a stage needs, once. A val_size outside 1 .. (training images - 1) is a
-  /// ConfigError naming data.val_size.
+  /// ConfigError naming data.val_size; an empty file, images and labels that disagree, or a
+  /// label outside 0 .. num_classes - 1 is a DataError naming the file and the counts. Any
+  /// other failure leaves as a volt::DataError too.
   void setup(Stage stage) override;
   std::shared_ptr<DataLoader> train_dataloader() override { return loader(train_, true); }
   std::shared_ptr<DataLoader> val_dataloader() override { return loader(val_, false); }

@@ -1,8 +1,13 @@
 #pragma once
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -23,24 +28,38 @@ namespace volt::loggers {
 /// digits of its double value, as Lightning's CSV does); NaN and infinities as "nan",
 /// "inf", "-inf".
 ///
-/// Rows are buffered and written every `flush_logs_every_n_steps` log_metrics calls and
-/// on save() and finalize(). When no column was added since the last write the rows
+/// Rows are buffered in memory and written when `flush_logs_every_n_steps` rows are
+/// pending, when the oldest pending row is `max_flush_delay_s` old (default 2 s: a
+/// background thread, started on the first row, writes them then, so a process killed
+/// with SIGKILL loses at most the last 2 s of rows), and on save() and finalize() (the
+/// Trainer calls finalize at the end of every stage, after an exception too, and after a
+/// SIGTERM/SIGINT stop). log_metrics itself never writes unless flush_logs_every_n_steps
+/// rows are pending: it appends to the buffer under a mutex. A write that fails on the
+/// background thread is raised by the next log_metrics, save or finalize.
+///
+/// The folder version_N is chosen on first use (log_dir(), version()) but created only when
+/// the first file is written, so a run refused before it logs anything leaves no folder.
+/// Two loggers of one process never choose the same N.
+///
+/// When no column was added since the last write the rows
 /// are appended; otherwise the whole file is rewritten with the wider header through a
 /// temporary file in the same folder (fsync, rename), so a reader never sees a file
 /// whose rows disagree with its header. An existing metrics.csv in the folder (a
 /// resumed run with an explicit version) is continued, with its header kept.
 ///
-/// Not thread-safe: call from one thread.
+/// Call it from one thread (the background writer is internal).
 class CSVLogger : public Logger {
  public:
   /// `version`: N of the folder version_N. Without it, N is chosen on first use as one
   /// more than the highest existing save_dir/name/version_K (0 if there is none), and
   /// the folder is created at that moment, so two loggers in one save_dir get two
   /// versions. `flush_logs_every_n_steps` must be at least 1.
+  /// `max_flush_delay_s`: longest time a row waits in memory, in (0, 3600].
   explicit CSVLogger(std::string save_dir, std::string name = "lightning_logs",
                      std::optional<int64_t> version = std::nullopt,
-                     int64_t flush_logs_every_n_steps = 100);
-  /// Writes rows still buffered (errors are printed, not thrown).
+                     int64_t flush_logs_every_n_steps = 100, double max_flush_delay_s = 2.0);
+  /// Stops the background writer and writes rows still buffered (errors are printed, not
+  /// thrown).
   ~CSVLogger() override;
 
   CSVLogger(const CSVLogger&) = delete;
@@ -48,9 +67,10 @@ class CSVLogger : public Logger {
 
   /// The experiment name given at construction ("lightning_logs").
   std::string name() const override { return name_; }
-  /// "version_N"; chooses N and creates the folder on first use.
+  /// "version_N"; chooses N on first use (the folder is created by the first write).
   std::string version() override;
-  /// save_dir/name/version_N; chooses N and creates the folder on first use.
+  /// save_dir/name/version_N; chooses N on first use (the folder is created by the first
+  /// write).
   std::string log_dir() override;
   /// The root folder given at construction.
   const std::string& save_dir() const { return save_dir_; }
@@ -63,7 +83,8 @@ class CSVLogger : public Logger {
   /// atomically: one `key: value` line each, in key order, quoted where YAML needs it
   /// (a value such as "0.001" or "true" stays plain, so YAML readers see its type).
   void log_hyperparams(const std::map<std::string, std::string>& params) override;
-  /// Buffers the row {step, metrics...}; every flush_logs_every_n_steps calls, writes.
+  /// Buffers the row {step, metrics...}; writes when flush_logs_every_n_steps rows are
+  /// pending (the background writer writes older rows after max_flush_delay_s).
   /// A metric named "step" is ignored (the step column holds `step`).
   void log_metrics(const MetricMap& metrics, int64_t step) override;
   /// Writes buffered rows to metrics.csv. Throws volt::Error naming the path and the
@@ -73,24 +94,42 @@ class CSVLogger : public Logger {
   void finalize(const std::string& status) override;
 
  private:
-  const std::string& ensure_log_dir();
+  using Rows = std::vector<std::pair<int64_t, MetricMap>>;
+  const std::string& choose_log_dir();
+  void create_log_dir();
   int64_t next_version() const;
-  void register_columns();
-  std::string format_rows() const;
+  void register_columns(const Rows& rows);
+  std::string format_rows(const Rows& rows) const;
+  void write_rows(const Rows& rows);
+  void write_pending();
+  void start_flusher();
+  void stop_flusher();
+  void flusher_loop();
+  void raise_flush_error();
 
   std::string save_dir_;
   std::string name_;
   std::optional<int64_t> version_;
   int64_t flush_every_;
+  std::chrono::steady_clock::duration max_delay_;
   std::string log_dir_;  // empty until first use
+  bool log_dir_created_ = false;
+  std::mutex dir_mutex_;  // log_dir_, version_, log_dir_created_
 
   std::vector<std::string> columns_;  // "step" first; file order
   std::unordered_map<std::string, size_t> column_index_;
   size_t columns_on_disk_ = 0;  // header width of metrics.csv as last written or read
   bool existing_file_checked_ = false;
-  std::vector<std::pair<int64_t, MetricMap>> pending_;
-  int64_t calls_since_flush_ = 0;
+  std::mutex io_mutex_;  // the file and the column state above
   std::map<std::string, std::string> hparams_;
+
+  std::mutex rows_mutex_;  // the members below
+  std::condition_variable rows_changed_;
+  Rows pending_;
+  std::chrono::steady_clock::time_point oldest_pending_;
+  bool stop_ = false;
+  std::exception_ptr flush_error_;
+  std::thread flusher_;
 };
 
 }  // namespace volt::loggers

@@ -191,8 +191,8 @@ int main(int argc, char** argv) {
         .add_option("sample.dir", "samples", "folder for the sample grids (epoch_N.pgm); empty: none");
     if (!cli.parse(argc, argv)) return 0;
     auto trainer = project::make_trainer(cli);  // seeds before the model draws its fixed latents
-    Gan model(cli.get_double("model.lr"), cli.get_string("model.optimizer"), cli.get_string("sample.dir"));
-    ImageData data(cli.get_string("data.dir"), cli.get_int("data.batch_size"), cli.get_int("data.num_workers"),
+    Gan model(project::learning_rate(cli), cli.get_string("model.optimizer"), cli.get_string("sample.dir"));
+    ImageData data(cli.get_string("data.dir"), project::batch_size(cli), project::num_workers(cli),
                    trainer->options().seed.value_or(0));
     trainer->fit(model, data, cli.get_string("fit.ckpt_path"));
     return project::exit_code(*trainer);

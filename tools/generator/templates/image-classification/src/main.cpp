@@ -78,11 +78,11 @@ int main(int argc, char** argv) {
         .add_option("test.run", true, "evaluate on the test files after training");
     if (!cli.parse(argc, argv)) return 0;
     auto trainer = project::make_trainer(cli);  // seeds before the model is built
-    ImageClassifier model(cli.get_double("model.lr"), cli.get_string("model.optimizer"));
+    ImageClassifier model(project::learning_rate(cli), cli.get_string("model.optimizer"));
     // The IDX files of data.dir: the training file split into train and val, the t10k file as test
     // (volt::data::MnistDataModule; write a volt::data::DataModule of your own for other data).
-    volt::data::MnistDataModule data({cli.get_string("data.dir"), cli.get_int("data.batch_size"),
-                                      cli.get_int("data.val_size"), cli.get_int("data.num_workers"),
+    volt::data::MnistDataModule data({cli.get_string("data.dir"), project::batch_size(cli),
+                                      cli.get_int("data.val_size"), project::num_workers(cli),
                                       trainer->options().seed.value_or(0)});
     trainer->fit(model, data, cli.get_string("fit.ckpt_path"));
     if (const int code = project::exit_code(*trainer)) return code;

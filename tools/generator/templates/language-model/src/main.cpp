@@ -176,21 +176,26 @@ int main(int argc, char** argv) {
         .add_option("sample.length", int64_t{200}, "bytes to sample after training; 0: none")
         .add_option("sample.temperature", 0.8, "softmax temperature for sampling");
     if (!cli.parse(argc, argv)) return 0;
-    if (cli.get_int("model.dim") % cli.get_int("model.heads") != 0) {
-      throw volt::ConfigError("model.heads=" + std::to_string(cli.get_int("model.heads")) + " must divide model.dim=" +
-                              std::to_string(cli.get_int("model.dim")) + ".");
+    const int64_t context = project::count(cli, "data.context", 1, 65536);
+    const int64_t dim = project::count(cli, "model.dim", 1, 65536);
+    const int64_t heads = project::count(cli, "model.heads", 1, 1024);
+    const int64_t layers = project::count(cli, "model.layers", 1, 1024);
+    const double val_fraction = project::number(cli, "data.val_fraction", 0.0, 1.0, /*low_open=*/true);
+    const int64_t sample_length = project::count(cli, "sample.length", 0, int64_t{1} << 24);
+    const double temperature = project::number(cli, "sample.temperature", 0.0, 100.0, /*low_open=*/true);
+    if (dim % heads != 0) {
+      throw volt::ConfigError("model.heads=" + std::to_string(heads) + " must divide model.dim=" +
+                              std::to_string(dim) + ".");
     }
     auto trainer = project::make_trainer(cli);
-    CharTransformer model(cli.get_int("data.context"), cli.get_int("model.dim"), cli.get_int("model.heads"),
-                          cli.get_int("model.layers"), cli.get_double("model.lr"), cli.get_string("model.optimizer"));
-    TextFileData data(cli.get_string("data.file"), cli.get_int("data.context"), cli.get_double("data.val_fraction"),
-                      cli.get_int("data.batch_size"), trainer->options().seed.value_or(0));
+    CharTransformer model(context, dim, heads, layers, project::learning_rate(cli), cli.get_string("model.optimizer"));
+    TextFileData data(cli.get_string("data.file"), context, val_fraction,
+                      project::batch_size(cli), trainer->options().seed.value_or(0));
     trainer->fit(model, data, cli.get_string("fit.ckpt_path"));
     if (const int code = project::exit_code(*trainer)) return code;
-    if (cli.get_int("sample.length") > 0) {
+    if (sample_length > 0) {
       std::cout << "\nsample:\n"
-                << model.sample(cli.get_string("sample.prompt"), cli.get_int("sample.length"),
-                                cli.get_double("sample.temperature"), data.seen_bytes())
+                << model.sample(cli.get_string("sample.prompt"), sample_length, temperature, data.seen_bytes())
                 << "\n";
     }
     return 0;

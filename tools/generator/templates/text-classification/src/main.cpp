@@ -188,10 +188,11 @@ int main(int argc, char** argv) {
         .add_option("data.buckets", int64_t{2048}, "hashed trigram features per text")
         .add_option("data.val_fraction", 0.1, "share of the texts held out for validation");
     if (!cli.parse(argc, argv)) return 0;
+    const int64_t buckets = project::count(cli, "data.buckets", 1, int64_t{1} << 24);
+    const double val_fraction = project::number(cli, "data.val_fraction", 0.0, 1.0, /*low_open=*/true);
     auto trainer = project::make_trainer(cli);
-    TextData data(cli.get_string("data.dir"), split(cli.get_string("data.categories")), cli.get_int("data.buckets"),
-                  cli.get_double("data.val_fraction"), cli.get_int("data.batch_size"), trainer->options().seed.value_or(0));
-    TextClassifier model(cli.get_int("data.buckets"), data.classes(), cli.get_double("model.lr"),
+    TextData data(cli.get_string("data.dir"), split(cli.get_string("data.categories")), buckets, val_fraction, project::batch_size(cli), trainer->options().seed.value_or(0));
+    TextClassifier model(buckets, data.classes(), project::learning_rate(cli),
                          cli.get_string("model.optimizer"));
     trainer->fit(model, data, cli.get_string("fit.ckpt_path"));
     return project::exit_code(*trainer);
