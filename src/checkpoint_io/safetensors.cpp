@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <set>
 #include <sstream>
 #include <tuple>
 #include <utility>
@@ -21,6 +22,8 @@
 
 #include "volt/checkpoint_io/torch_checkpoint_io.h"
 #include "volt/core/error.h"
+#include "volt/core/input_file.h"
+#include "volt/core/printable.h"
 
 namespace volt::checkpoint_io {
 namespace {
@@ -155,7 +158,12 @@ void save_safetensors(const std::map<std::string, at::Tensor>& tensors, const st
 }
 
 SafetensorsFile load_safetensors(const std::string& path) {
-  auto error = [&](const std::string& what) { return CheckpointError("safetensors file '" + path + "' " + what); };
+  auto error = [&](const std::string& what) {
+    return CheckpointError("safetensors file '" + printable(path) + "' " + what);
+  };
+  // Before anything opens it: a FIFO would block the reader, a device never end.
+  if (const std::string problem = input_file_problem(path); !problem.empty())
+    throw error("cannot be opened: it " + problem + ".");
   std::error_code ec;
   const uint64_t size = std::filesystem::file_size(path, ec);
   if (ec) throw error("cannot be opened: " + ec.message() + ". Check the path.");
@@ -175,11 +183,36 @@ SafetensorsFile load_safetensors(const std::string& path) {
     throw error("declares a " + std::to_string(header_size) + "-byte header but only " + std::to_string(size - 8) +
                 " bytes follow the length field; it is truncated or not a safetensors file.");
   }
+  // A JSON parser keeps the last of two equal keys: two entries for one tensor name (or two
+  // dtypes for one tensor) would load one of them silently. Each object's keys are tracked.
+  std::vector<std::set<std::string>> keys_per_object;
+  std::string entry_name;  // the top-level key being read, for the message
+  const nlohmann::json::parser_callback_t unique_keys = [&](int depth, nlohmann::json::parse_event_t event,
+                                                            nlohmann::json& parsed) {
+    using Event = nlohmann::json::parse_event_t;
+    if (event == Event::object_start) keys_per_object.emplace_back();
+    if (event == Event::object_end && !keys_per_object.empty()) keys_per_object.pop_back();
+    if (event == Event::key && !keys_per_object.empty()) {
+      const std::string key = parsed.get<std::string>();
+      if (depth == 1) entry_name = key;
+      if (!keys_per_object.back().insert(key).second) {
+        throw error(depth == 1 ? "has the entry '" + printable(key) +
+                                     "' twice in its header; a reader would keep only one of them. "
+                                     "The file is damaged or was written by a faulty tool."
+                               : "has the key '" + printable(key) + "' twice in the entry '" + printable(entry_name) +
+                                     "' of its header; a reader would keep only one of "
+                                     "them. The file is damaged or was written by a faulty tool.");
+      }
+    }
+    return true;
+  };
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(header_size));
+    header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(header_size),
+                                   unique_keys);
   } catch (const nlohmann::json::exception& e) {
-    throw error(std::string("has a header that is not valid JSON: ") + e.what());
+    // The parser quotes the bytes it stopped at, which may not be UTF-8.
+    throw error(std::string("has a header that is not valid JSON: ") + printable(e.what()));
   }
   if (!header.is_object()) {
     throw error(std::string("has a header that is a JSON ") + header.type_name() + ", not an object.");
