@@ -3,7 +3,9 @@
 #include <cctype>
 #include <exception>
 #include <optional>
+#include <set>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -98,7 +100,25 @@ Parsed parse_options(const Request& request) {
                  (request.content_type.empty() ? std::string("no Content-Type") : "'" + request.content_type + "'"));
     return out;
   }
-  json body = json::parse(request.body, nullptr, /*allow_exceptions=*/false);
+  // JSON parsers keep the last of two equal keys; a body that sets an option twice is refused, naming it.
+  std::vector<std::set<std::string>> keys;
+  std::string repeated;
+  const json::parser_callback_t unique = [&](int, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) keys.emplace_back();
+    if (event == json::parse_event_t::object_end && !keys.empty()) keys.pop_back();
+    if (event == json::parse_event_t::key && !keys.empty() && repeated.empty() &&
+        !keys.back().insert(parsed.get<std::string>()).second) {
+      repeated = parsed.get<std::string>();
+    }
+    return true;
+  };
+  json body = json::parse(request.body, unique, /*allow_exceptions=*/false);
+  if (!repeated.empty() && !body.is_discarded()) {
+    out.error = json_response(
+        400, {{"error", "the body sets '" + repeated + "' twice; send each option once"},
+              {"problems", json::array({{{"option", repeated}, {"message", "set twice in the body; send it once"}}})}});
+    return out;
+  }
   if (body.is_discarded()) {
     out.error = error_response(400,
                                "the body is not valid JSON; send the options as one JSON object, e.g. "

@@ -2,6 +2,9 @@
 
 #include <httplib.h>
 
+#include "volt/core/numbers.h"
+#include "volt/core/printable.h"
+
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -64,9 +67,28 @@ Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>()) {
                                 " is not a TCP port; use 1..65535, or 0 for any free port");
   }
   if (options.max_body_bytes == 0) throw std::invalid_argument("max_body_bytes must be positive");
+  if (options.worker_threads == 0 || options.worker_threads > 4096) {
+    throw std::invalid_argument("worker_threads " + std::to_string(options.worker_threads) +
+                                " is not a worker count; use 1..4096");
+  }
+  if (options.io_timeout_s <= 0 || options.io_timeout_s > 3600) {
+    throw std::invalid_argument("io_timeout_s " + std::to_string(options.io_timeout_s) +
+                                " is not a timeout; use 1..3600");
+  }
+  if (options.max_requests_per_connection == 0)
+    throw std::invalid_argument("max_requests_per_connection must be positive");
   impl_->options = std::move(options);
   Impl* impl = impl_.get();
   impl->http.set_payload_max_length(impl->options.max_body_bytes);
+  // cpp-httplib serves one connection per worker thread, and its default pool has max(8, cores - 1) of them:
+  // 8 clients that send their headers a byte at a time held every worker, and the page stopped answering
+  // anyone. Many idle workers cost little (a thread each, blocked); a client holds at most one of them, for
+  // as long as it keeps sending within io_timeout_s, and for at most max_requests_per_connection requests.
+  const size_t workers = impl->options.worker_threads;
+  impl->http.new_task_queue = [workers] { return new httplib::ThreadPool(workers); };
+  impl->http.set_read_timeout(impl->options.io_timeout_s, 0);
+  impl->http.set_write_timeout(impl->options.io_timeout_s, 0);
+  impl->http.set_keep_alive_max_count(impl->options.max_requests_per_connection);
   // A browser keeps its connections open; stop() waits for them, so keep-alive is short (Ctrl-C returns in ~1 s).
   impl->http.set_keep_alive_timeout(1);
   // cpp-httplib sets SO_REUSEPORT by default, which lets a second `volt ui` bind the same port silently and
@@ -81,14 +103,17 @@ Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>()) {
     Response out;
     const std::string host_header = req.get_header_value("Host");
     const std::string length = req.get_header_value("Content-Length");
+    const auto declared = volt::numbers::parse_uint(length, 0, impl->options.max_body_bytes);
     if (!impl->host_header_allowed(host_header)) {
-      out = error_response(
-          403, "this server answers only requests for 127.0.0.1 or localhost; Host was '" + host_header + "'");
-    } else if (!length.empty() && (length.size() > 18 || length.find_first_not_of("0123456789") != std::string::npos ||
-                                   std::stoull(length) > impl->options.max_body_bytes)) {
+      out = error_response(403, "this server answers only requests for 127.0.0.1 or localhost; Host was '" +
+                                    volt::printable(host_header) + "'");
+    } else if (!length.empty() && !declared && length.find_first_not_of("0123456789") == std::string::npos) {
       out = error_response(400, "the request body has " + length + " bytes; the limit is " +
                                     std::to_string(impl->options.max_body_bytes) +
                                     " bytes (a full set of options is well under 2 KiB)");
+    } else if (!length.empty() && !declared) {
+      out = error_response(400, "the Content-Length header '" + volt::printable(length) + "' " + declared.problem +
+                                    "; it must be the body's size in bytes");
     } else {
       return httplib::Server::HandlerResponse::Unhandled;
     }

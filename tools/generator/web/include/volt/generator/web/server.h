@@ -14,6 +14,15 @@ struct ServerOptions {
   std::string host = "127.0.0.1";              ///< address to bind; only loopback unless the user asks
   int port = 8765;                             ///< 0 picks a free port
   std::size_t max_body_bytes = kMaxBodyBytes;  ///< larger bodies get 400 before they are read
+  /// Connections served at once, one worker thread each (started with the server, idle until used). A client
+  /// that sends its request slowly holds one worker; the others keep answering. Connections beyond this wait.
+  std::size_t worker_threads = 128;
+  /// Seconds a worker waits for the next bytes of a request (or to send a response) before it drops the
+  /// connection, so that a client that stops sending gives its worker back.
+  int io_timeout_s = 5;
+  /// Requests one connection may send before the server closes it (the client reconnects), so that a client
+  /// cannot keep a worker to itself by sending request after request.
+  std::size_t max_requests_per_connection = 100;
 };
 
 /// True for 127.0.0.0/8, ::1 and "localhost".
@@ -22,7 +31,8 @@ bool is_loopback_host(const std::string& host);
 /// An HTTP server for the page and the API. bind() then serve() (blocks) — stop() from another thread ends serve().
 class Server {
  public:
-  /// Checks the options (port in 0..65535, host not empty); throws std::invalid_argument with what to change.
+  /// Checks the options (port in 0..65535, host not empty, at least one worker, positive timeouts); throws
+  /// std::invalid_argument with what to change.
   explicit Server(ServerOptions options);
   ~Server();
   Server(const Server&) = delete;
