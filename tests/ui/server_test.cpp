@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -360,6 +362,97 @@ TEST(UiServer, ConnectionIsClosedAfterTheRequestLimit) {
   EXPECT_EQ(answered, 3);
 }
 
+// Sends `head` and then a byte every 100 ms for up to 20 s on a thread; stops when the server closes the
+// connection. seconds() is how long the server kept it.
+class Trickler {
+ public:
+  Trickler(int port, std::string head) : fd_(connect_to(port)), start_(std::chrono::steady_clock::now()) {
+    thread_ = std::thread([this, head] {
+      if (fd_ < 0) return;
+      ::send(fd_, head.data(), head.size(), MSG_NOSIGNAL);
+      for (int i = 0; i < 200 && !stop_; ++i) {
+        if (::send(fd_, "a", 1, MSG_NOSIGNAL) != 1) break;  // the server closed it
+        pollfd p{fd_, POLLIN, 0};
+        if (::poll(&p, 1, 100) > 0) {
+          char buf[4096];
+          if (::recv(fd_, buf, sizeof(buf), MSG_DONTWAIT) == 0) break;  // closed (an answer may come first)
+        }
+      }
+      seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    });
+  }
+  ~Trickler() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+    if (fd_ >= 0) ::close(fd_);
+  }
+  // Waits until the server has closed the connection (or 20 s have passed).
+  double seconds() {
+    if (thread_.joinable()) thread_.join();
+    return seconds_;
+  }
+
+ private:
+  int fd_;
+  std::chrono::steady_clock::time_point start_;
+  std::atomic<bool> stop_{false};
+  double seconds_ = 0;
+  std::thread thread_;
+};
+
+TEST(UiServer, ClientThatTricklesItsHeadIsDroppedAtTheRequestTimeout) {
+  if (!web::kRequestDeadlineEnforced) GTEST_SKIP() << "this cpp-httplib has no per-request deadline in Volt";
+  web::ServerOptions options;
+  options.request_timeout_s = 1;
+  RunningServer s(options);
+  Trickler slow(s.port(), "GET /api/schema HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ");
+  const double held = slow.seconds();
+  EXPECT_GT(held, 0.8);
+  EXPECT_LT(held, 3.0) << "a client that kept sending a byte every 100 ms held its worker for " << held << " s";
+}
+
+TEST(UiServer, ClientThatTricklesItsBodyIsDroppedAtTheRequestTimeout) {
+  if (!web::kRequestDeadlineEnforced) GTEST_SKIP() << "this cpp-httplib has no per-request deadline in Volt";
+  web::ServerOptions options;
+  options.request_timeout_s = 1;
+  RunningServer s(options);
+  Trickler slow(s.port(),
+                "POST /api/validate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                "Content-Length: 1000\r\n\r\n");
+  EXPECT_LT(slow.seconds(), 3.0);
+}
+
+TEST(UiServer, StopIsNotHeldUpByATricklingClient) {
+  web::ServerOptions options;
+  options.request_timeout_s = 1;
+  auto s = std::make_unique<RunningServer>(options);
+  Trickler slow(s->port(), "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ");
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const auto start = std::chrono::steady_clock::now();
+  s.reset();  // stop() and join serve()
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (web::kRequestDeadlineEnforced) {
+    EXPECT_LT(took, 3.0);
+  }
+}
+
+TEST(UiServer, PipelinedRequestsAreAllAnswered) {
+  RunningServer s;
+  const int fd = connect_to(s.port());
+  ASSERT_GE(fd, 0);
+  timeval timeout{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  std::string requests;
+  for (int i = 0; i < 4; ++i) requests += "GET /api/schema HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  requests += "GET /api/schema HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+  ASSERT_EQ(::send(fd, requests.data(), requests.size(), MSG_NOSIGNAL), static_cast<ssize_t>(requests.size()));
+  int answered = 0;
+  while (read_response(fd).rfind("HTTP/1.1 200", 0) == 0) ++answered;
+  ::close(fd);
+  if (!web::kRequestDeadlineEnforced) GTEST_SKIP() << "cpp-httplib's own loop drops pipelined requests";
+  EXPECT_EQ(answered, 5);
+}
+
 TEST(UiServer, NonNumericContentLengthIs400NamingIt) {
   RunningServer s;
   const int fd = connect_to(s.port());
@@ -384,4 +477,7 @@ TEST(UiServer, BadLimitsAreRejected) {
   web::ServerOptions no_timeout;
   no_timeout.io_timeout_s = 0;
   EXPECT_THROW(web::Server{no_timeout}, std::invalid_argument);
+  web::ServerOptions no_deadline;
+  no_deadline.request_timeout_s = -1;
+  EXPECT_THROW(web::Server{no_deadline}, std::invalid_argument);
 }

@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include "bounded_server.h"
 #include "volt/core/numbers.h"
 #include "volt/core/printable.h"
 
@@ -15,13 +16,25 @@
 
 namespace volt::generator::web {
 
+const bool kRequestDeadlineEnforced = detail::kRequestDeadline;
+
 bool is_loopback_host(const std::string& host) {
   return host == "localhost" || host == "::1" || host == "[::1]" || host.rfind("127.", 0) == 0;
 }
 
+detail::ConnectionLimits limits_of(const ServerOptions& o) {
+  detail::ConnectionLimits limits;
+  limits.io_timeout = std::chrono::seconds(o.io_timeout_s);
+  limits.request_timeout = std::chrono::seconds(o.request_timeout_s);
+  limits.keep_alive = std::chrono::seconds(1);
+  limits.max_requests = o.max_requests_per_connection;
+  return limits;
+}
+
 struct Server::Impl {
+  explicit Impl(ServerOptions o) : options(std::move(o)), http(limits_of(options)) {}
   ServerOptions options;
-  httplib::Server http;
+  detail::BoundedServer http;
   int port = -1;
   std::atomic<bool> stopped{false};
   std::atomic<bool> serving{false};
@@ -60,7 +73,9 @@ struct Server::Impl {
   }
 };
 
-Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>()) {
+namespace {
+
+ServerOptions checked(ServerOptions options) {
   if (options.host.empty()) throw std::invalid_argument("--host is empty; give an address such as 127.0.0.1");
   if (options.port < 0 || options.port > 65535) {
     throw std::invalid_argument("--port " + std::to_string(options.port) +
@@ -71,24 +86,29 @@ Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>()) {
     throw std::invalid_argument("worker_threads " + std::to_string(options.worker_threads) +
                                 " is not a worker count; use 1..4096");
   }
-  if (options.io_timeout_s <= 0 || options.io_timeout_s > 3600) {
-    throw std::invalid_argument("io_timeout_s " + std::to_string(options.io_timeout_s) +
-                                " is not a timeout; use 1..3600");
+  for (const auto& [name, value] : {std::pair<const char*, int>{"io_timeout_s", options.io_timeout_s},
+                                    std::pair<const char*, int>{"request_timeout_s", options.request_timeout_s}}) {
+    if (value <= 0 || value > 3600) {
+      throw std::invalid_argument(std::string(name) + " " + std::to_string(value) + " is not a timeout; use 1..3600");
+    }
   }
-  if (options.max_requests_per_connection == 0)
+  if (options.max_requests_per_connection == 0) {
     throw std::invalid_argument("max_requests_per_connection must be positive");
-  impl_->options = std::move(options);
+  }
+  return options;
+}
+
+}  // namespace
+
+Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>(checked(std::move(options)))) {
   Impl* impl = impl_.get();
   impl->http.set_payload_max_length(impl->options.max_body_bytes);
   // cpp-httplib serves one connection per worker thread, and its default pool has max(8, cores - 1) of them:
   // 8 clients that send their headers a byte at a time held every worker, and the page stopped answering
-  // anyone. Many idle workers cost little (a thread each, blocked); a client holds at most one of them, for
-  // as long as it keeps sending within io_timeout_s, and for at most max_requests_per_connection requests.
+  // anyone. Many idle workers cost little (a thread each, blocked); a client holds at most one of them, and
+  // (BoundedServer) for at most request_timeout_s per request and max_requests_per_connection requests.
   const size_t workers = impl->options.worker_threads;
   impl->http.new_task_queue = [workers] { return new httplib::ThreadPool(workers); };
-  impl->http.set_read_timeout(impl->options.io_timeout_s, 0);
-  impl->http.set_write_timeout(impl->options.io_timeout_s, 0);
-  impl->http.set_keep_alive_max_count(impl->options.max_requests_per_connection);
   // A browser keeps its connections open; stop() waits for them, so keep-alive is short (Ctrl-C returns in ~1 s).
   impl->http.set_keep_alive_timeout(1);
   // cpp-httplib sets SO_REUSEPORT by default, which lets a second `volt ui` bind the same port silently and
