@@ -7,9 +7,11 @@
 #include "support/expect.h"
 #include "volt/accelerators/devices.h"
 #include "volt/accelerators/hardware_probe.h"
+#include "volt/connectors/signal_connector.h"
 #include "volt/core/environ.h"
 #include "volt/core/error.h"
 #include "volt/core/tpu_topology.h"
+#include "volt/environments/slurm_environment.h"
 
 namespace {
 
@@ -53,6 +55,26 @@ TEST(TpuTopology, AcceleratorTypeBeyond64BitsIsAConfigError) {
   EXPECT_NE(error_message<ConfigError>([] { volt::parse_tpu_accelerator_type("v" + kBig + "-8"); }).find(kBig),
             std::string::npos);
   EXPECT_EQ(volt::parse_tpu_accelerator_type("v4-8").devices_per_host, 4);
+}
+
+TEST(SlurmNodeList, RangeBeyond64BitsIsAConfigErrorNotAnAbort) {
+  const std::string list = "n[1-" + kBig + "]";
+  const std::string message = error_message<ConfigError>([&] { volt::environments::expand_slurm_nodelist(list); });
+  EXPECT_NE(message.find(list), std::string::npos) << message;
+}
+
+TEST(SlurmNodeList, RangeOfMoreHostsThanAJobHasIsRefusedInsteadOfExpanded) {
+  // A billion host names would take minutes and gigabytes before anything said what was wrong.
+  const std::string message =
+      error_message<ConfigError>([] { volt::environments::expand_slurm_nodelist("n[1-1000000000]"); });
+  EXPECT_NE(message.find("more than 100000 hosts"), std::string::npos) << message;
+  EXPECT_EQ(volt::environments::expand_slurm_nodelist("n[01-03],m7").size(), 4u);
+}
+
+TEST(SignalConnector, SignalNumberBeyondIntIsRefused) {
+  EXPECT_THROW(volt::connectors::SignalConnector::parse_signal(kBig, "slurm_requeue_signal"), ConfigError);
+  EXPECT_THROW(volt::connectors::SignalConnector::parse_signal("4294967306", "slurm_requeue_signal"), ConfigError);
+  EXPECT_EQ(volt::connectors::SignalConnector::parse_signal("10", "slurm_requeue_signal"), 10);
 }
 
 }  // namespace
