@@ -9,8 +9,8 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
-#include <set>
 #include <sstream>
+#include <string_view>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -24,6 +24,7 @@
 #include "volt/core/error.h"
 #include "volt/core/input_file.h"
 #include "volt/core/printable.h"
+#include "volt/core/strict_json.h"
 
 namespace volt::checkpoint_io {
 namespace {
@@ -183,33 +184,22 @@ SafetensorsFile load_safetensors(const std::string& path) {
     throw error("declares a " + std::to_string(header_size) + "-byte header but only " + std::to_string(size - 8) +
                 " bytes follow the length field; it is truncated or not a safetensors file.");
   }
-  // A JSON parser keeps the last of two equal keys: two entries for one tensor name (or two
-  // dtypes for one tensor) would load one of them silently. Each object's keys are tracked.
-  std::vector<std::set<std::string>> keys_per_object;
-  std::string entry_name;  // the top-level key being read, for the message
-  const nlohmann::json::parser_callback_t unique_keys = [&](int depth, nlohmann::json::parse_event_t event,
-                                                            nlohmann::json& parsed) {
-    using Event = nlohmann::json::parse_event_t;
-    if (event == Event::object_start) keys_per_object.emplace_back();
-    if (event == Event::object_end && !keys_per_object.empty()) keys_per_object.pop_back();
-    if (event == Event::key && !keys_per_object.empty()) {
-      const std::string key = parsed.get<std::string>();
-      if (depth == 1) entry_name = key;
-      if (!keys_per_object.back().insert(key).second) {
-        throw error(depth == 1 ? "has the entry '" + printable(key) +
-                                     "' twice in its header; a reader would keep only one of them. "
-                                     "The file is damaged or was written by a faulty tool."
-                               : "has the key '" + printable(key) + "' twice in the entry '" + printable(entry_name) +
-                                     "' of its header; a reader would keep only one of "
-                                     "them. The file is damaged or was written by a faulty tool.");
-      }
-    }
-    return true;
-  };
+  // A JSON parser keeps the last of two equal keys: two entries for one tensor name (or two dtypes for one
+  // tensor) would load one of them silently. Nesting is limited too: a header is three levels deep.
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(header_size),
-                                   unique_keys);
+    header = parse_strict_json(std::string_view(bytes).substr(8, header_size), 16);
+  } catch (const StrictJsonError& e) {
+    if (e.kind == StrictJsonError::Kind::kTooDeep) {
+      throw error("has a header nested deeper than " + std::to_string(e.depth) +
+                  " levels; a safetensors header is an object of tensor entries.");
+    }
+    throw error(e.entry.empty() ? "has the entry '" + printable(e.key) +
+                                      "' twice in its header; a reader would keep only one of them. "
+                                      "The file is damaged or was written by a faulty tool."
+                                : "has the key '" + printable(e.key) + "' twice in the entry '" + printable(e.entry) +
+                                      "' of its header; a reader would keep only one of them. The file is "
+                                      "damaged or was written by a faulty tool.");
   } catch (const nlohmann::json::exception& e) {
     // The parser quotes the bytes it stopped at, which may not be UTF-8.
     throw error(std::string("has a header that is not valid JSON: ") + printable(e.what()));

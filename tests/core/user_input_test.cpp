@@ -18,6 +18,7 @@
 #include "volt/core/input_file.h"
 #include "volt/core/numbers.h"
 #include "volt/core/printable.h"
+#include "volt/core/strict_json.h"
 
 namespace {
 
@@ -91,6 +92,32 @@ TEST(Printable, KeepsUtf8AndEscapesEverythingElse) {
   EXPECT_EQ(volt::printable("\xe2\x82"), "\\xe2\\x82");
   EXPECT_TRUE(volt::is_valid_utf8(volt::printable("\xff\xfe\x80")));
   EXPECT_FALSE(volt::is_valid_utf8("\xff"));
+}
+
+TEST(StrictJson, RepeatedKeyIsRefusedWithItsEntry) {
+  try {
+    volt::parse_strict_json(R"({"a": {"x": 1, "x": 2}})");
+    ADD_FAILURE() << "expected a StrictJsonError";
+  } catch (const volt::StrictJsonError& e) {
+    EXPECT_EQ(e.kind, volt::StrictJsonError::Kind::kRepeatedKey);
+    EXPECT_EQ(e.key, "x");
+    EXPECT_EQ(e.entry, "a");
+  }
+  try {
+    volt::parse_strict_json(R"({"a": 1, "b": 2, "a": 3})");
+    ADD_FAILURE() << "expected a StrictJsonError";
+  } catch (const volt::StrictJsonError& e) {
+    EXPECT_EQ(e.key, "a");
+    EXPECT_EQ(e.entry, "");
+  }
+  EXPECT_EQ(volt::parse_strict_json(R"({"a": {"x": 1}, "b": {"x": 2}})")["b"]["x"], 2);
+}
+
+TEST(StrictJson, NestingBeyondTheLimitIsRefusedBeforeItIsBuilt) {
+  const std::string deep = std::string(200000, '[') + std::string(200000, ']');
+  EXPECT_THROW(volt::parse_strict_json(deep, 64), volt::StrictJsonError);
+  EXPECT_NO_THROW(volt::parse_strict_json(std::string(10, '[') + std::string(10, ']'), 64));
+  EXPECT_THROW(volt::parse_strict_json("{\"a\": "), nlohmann::json::parse_error);
 }
 
 TEST(InputFile, RegularFileIsReadWhole) {

@@ -358,6 +358,11 @@ TEST_F(SafetensorsMalformed, DuplicateMetadataKeyIsRefused) {
                   "has the key 'epoch' twice in the entry '__metadata__'");
 }
 
+TEST_F(SafetensorsMalformed, DeeplyNestedHeaderIsRefused) {
+  expect_rejected(raw_file("{\"a\": " + std::string(100000, '[') + std::string(100000, ']') + "}"),
+                  "nested deeper than 16 levels");
+}
+
 TEST_F(SafetensorsMalformed, EqualKeysInDifferentEntriesAreFine) {
   const std::string path = dir_.file("two.safetensors");
   write_bytes(path, raw_file(R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},)"

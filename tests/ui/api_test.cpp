@@ -183,6 +183,14 @@ TEST(UiApi, OptionSetTwiceInTheBodyIs400NamingIt) {
   EXPECT_NE(body["error"].get<std::string>().find("'template' twice"), std::string::npos) << body.dump();
 }
 
+TEST(UiApi, DeeplyNestedBodyIs400NotAStackOverflow) {
+  // 30000 nested arrays fit in 64 KiB; printing one in a message recursed once per level.
+  const std::string deep = R"({"template": )" + std::string(30000, '[') + std::string(30000, ']') + "}";
+  const auto r = post("/api/render", deep);
+  ASSERT_EQ(r.status, 400);
+  EXPECT_NE(body_json(r)["error"].get<std::string>().find("nested deeper than 16 levels"), std::string::npos) << r.body;
+}
+
 TEST(UiApi, ImpossibleCombinationIs400OnTheFieldThatWasSet) {
   // The user asked for launch, xla-tpu needs spawn: an error on `distributed`, not a silent change.
   const json options = {{"template", first_template()}, {"backend", "xla-tpu"}, {"distributed", "launch"}};

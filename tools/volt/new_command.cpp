@@ -5,7 +5,6 @@
 #include <fstream>
 #include <iostream>
 #include <map>
-#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -15,6 +14,7 @@
 
 #include "volt/core/input_file.h"
 #include "volt/core/printable.h"
+#include "volt/core/strict_json.h"
 #include "volt/generator/generator.h"
 
 namespace {
@@ -87,17 +87,16 @@ json yaml_to_json(const YAML::Node& node, const std::string& path) {
 }
 
 json parse_json_unique(const std::string& text, const std::string& path) {
-  std::vector<std::set<std::string>> keys;
-  const json::parser_callback_t unique = [&](int, json::parse_event_t event, json& parsed) {
-    if (event == json::parse_event_t::object_start) keys.emplace_back();
-    if (event == json::parse_event_t::object_end && !keys.empty()) keys.pop_back();
-    if (event == json::parse_event_t::key && !keys.empty() && !keys.back().insert(parsed.get<std::string>()).second) {
-      options_error(volt::printable(path) + " has the option '" + volt::printable(parsed.get<std::string>()) +
-                    "' twice; JSON readers keep only one of them. Delete the one you do not mean");
+  try {
+    return volt::parse_strict_json(text, 16);  // options are one flat object
+  } catch (const volt::StrictJsonError& e) {
+    if (e.kind == volt::StrictJsonError::Kind::kTooDeep) {
+      options_error(volt::printable(path) + " is nested deeper than " + std::to_string(e.depth) +
+                    " levels; it must hold one object of option: value");
     }
-    return true;
-  };
-  return json::parse(text, unique);
+    options_error(volt::printable(path) + " has the option '" + volt::printable(e.key) +
+                  "' twice; JSON readers keep only one of them. Delete the one you do not mean");
+  }
 }
 
 // An options file is a few lines; anything near this size is the wrong file.
