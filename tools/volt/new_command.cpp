@@ -126,7 +126,6 @@ json read_options_file(const std::string& path) {
 // not silently create folders), and the path must not be a folder.
 std::string output_file_problem(const std::string& path) {
   namespace fs = std::filesystem;
-  if (path.empty()) return "is empty; give a file name";
   std::error_code ec;
   const fs::path p(path);
   if (fs::is_directory(p, ec)) return "'" + volt::printable(path) + "' is a folder; give a file name in it";
@@ -221,14 +220,17 @@ int cmd_new(int argc, char** argv) {
         force = true;
       } else if (arg == "--no-write") {
         no_write = true;
-      } else if (arg == "--output" || arg == "-o") {
-        output = next();
-      } else if (arg == "--zip") {
-        zip_path = next();
-      } else if (arg == "--notebook") {
-        notebook_path = next();
-      } else if (arg == "--options") {
-        options_file = next();
+      } else if (arg == "--output" || arg == "-o" || arg == "--zip" || arg == "--notebook" || arg == "--options") {
+        std::string& target = arg == "--zip"        ? zip_path
+                              : arg == "--notebook" ? notebook_path
+                              : arg == "--options"  ? options_file
+                                                    : output;
+        const bool missing = !has_value && i + 1 >= argc;
+        target = next();
+        // An empty path would read as "not given" below: --zip= would silently write no zip.
+        if (target.empty() && !missing) {
+          problems.push_back({arg == "-o" ? "output" : arg.substr(2), arg + " needs a path, got ''"});
+        }
       } else if (arg.rfind("--", 0) == 0) {
         const auto spec = std::find_if(schema.begin(), schema.end(), [&](const json& s) { return s["flag"] == arg; });
         if (spec == schema.end()) {
