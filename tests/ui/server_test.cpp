@@ -423,6 +423,8 @@ TEST(UiServer, ClientThatTricklesItsBodyIsDroppedAtTheRequestTimeout) {
 }
 
 TEST(UiServer, StopIsNotHeldUpByATricklingClient) {
+  // Without the deadline (cpp-httplib other than 0.11) stop() waits for the trickler: 25 s with 0.18.7.
+  if (!web::kRequestDeadlineEnforced) GTEST_SKIP() << "this cpp-httplib has no per-request deadline in Volt";
   web::ServerOptions options;
   options.request_timeout_s = 1;
   auto s = std::make_unique<RunningServer>(options);
@@ -431,9 +433,7 @@ TEST(UiServer, StopIsNotHeldUpByATricklingClient) {
   const auto start = std::chrono::steady_clock::now();
   s.reset();  // stop() and join serve()
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (web::kRequestDeadlineEnforced) {
-    EXPECT_LT(took, 3.0);
-  }
+  EXPECT_LT(took, 3.0);
 }
 
 TEST(UiServer, PipelinedRequestsAreAllAnswered) {

@@ -1,6 +1,6 @@
 #include "bounded_server.h"
 
-#if VOLT_HTTPLIB_OWN_CONNECTION_LOOP
+#if VOLT_HTTPLIB_0_11
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -147,4 +147,4 @@ bool BoundedServer::process_and_close_socket(socket_t sock) {
 
 }  // namespace volt::generator::web::detail
 
-#endif  // VOLT_HTTPLIB_OWN_CONNECTION_LOOP
+#endif  // VOLT_HTTPLIB_0_11

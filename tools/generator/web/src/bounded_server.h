@@ -9,15 +9,79 @@
 //
 // The loop uses the hooks cpp-httplib 0.11 declares (the virtual process_and_close_socket, the protected
 // process_request and the Stream interface); later versions changed them, and there the plain server is used
-// (VOLT_HTTPLIB_OWN_CONNECTION_LOOP is set by CMake for cpp-httplib 0.11 only).
+// (VOLT_HTTPLIB_0_11 is set by CMake for cpp-httplib 0.11 only).
 #pragma once
 
 #include <httplib.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 namespace volt::generator::web::detail {
+
+/// The server's task queue: a fixed number of worker threads, one connection each at a time; the rest wait.
+/// (httplib::ThreadPool would do, but in cpp-httplib 0.18 its inline worker calls OpenSSL, which Debian's
+/// pkg-config file does not link; and enqueue's signature changed between the versions.)
+class WorkerPool : public httplib::TaskQueue {
+ public:
+  explicit WorkerPool(std::size_t threads) {
+    for (std::size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { work(); });
+  }
+#if VOLT_HTTPLIB_0_11
+  void enqueue(std::function<void()> fn) override {
+    push(std::move(fn));
+  }
+#else
+  bool enqueue(std::function<void()> fn) override {
+    push(std::move(fn));
+    return true;
+  }
+#endif
+  /// Runs what is queued, then joins the workers.
+  void shutdown() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    ready_.notify_all();
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+  }
+
+ private:
+  void push(std::function<void()> fn) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      jobs_.push_back(std::move(fn));
+    }
+    ready_.notify_one();
+  }
+  void work() {
+    for (;;) {
+      std::function<void()> job;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        ready_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+        if (jobs_.empty()) return;  // stopping, and nothing left
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      job();
+    }
+  }
+
+  std::vector<std::thread> threads_;
+  std::deque<std::function<void()>> jobs_;
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  bool stopping_ = false;
+};
 
 /// Limits of one connection.
 struct ConnectionLimits {
@@ -27,7 +91,7 @@ struct ConnectionLimits {
   std::size_t max_requests = 100;                    ///< requests per connection
 };
 
-#if VOLT_HTTPLIB_OWN_CONNECTION_LOOP
+#if VOLT_HTTPLIB_0_11
 
 /// True when this build enforces ConnectionLimits::request_timeout.
 inline constexpr bool kRequestDeadline = true;

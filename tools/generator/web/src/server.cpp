@@ -108,7 +108,7 @@ Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>(checked(std
   // anyone. Many idle workers cost little (a thread each, blocked); a client holds at most one of them, and
   // (BoundedServer) for at most request_timeout_s per request and max_requests_per_connection requests.
   const size_t workers = impl->options.worker_threads;
-  impl->http.new_task_queue = [workers] { return new httplib::ThreadPool(workers); };
+  impl->http.new_task_queue = [workers] { return new detail::WorkerPool(workers); };
   // A browser keeps its connections open; stop() waits for them, so keep-alive is short (Ctrl-C returns in ~1 s).
   impl->http.set_keep_alive_timeout(1);
   // cpp-httplib sets SO_REUSEPORT by default, which lets a second `volt ui` bind the same port silently and
