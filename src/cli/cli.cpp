@@ -1,5 +1,6 @@
 #include "volt/cli/cli.h"
 
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -466,6 +467,11 @@ void apply_file(const CliState& state, const std::string& path, std::vector<Valu
   YAML::Node root;
   try {
     root = YAML::Load(text);
+  } catch (const YAML::DeepRecursion& e) {
+    // yaml-cpp's own message for this is "bad file".
+    throw ConfigError("config file '" + printable(path) + "' nests lists or mappings " + std::to_string(e.depth()) +
+                      " levels deep (line " + std::to_string(e.mark.line + 1) +
+                      "), beyond what the YAML reader takes; a config file is sections of keys");
   } catch (const YAML::Exception& e) {
     throw ConfigError("config file '" + printable(path) + "' is not valid YAML: " + printable(e.what()));
   }

@@ -597,6 +597,14 @@ TEST(Cli, ConfigFileNameThatIsNotUtf8IsShownEscaped) {
   EXPECT_TRUE(contains(message, "'/nonexistent/\\xff.yaml'")) << message;
 }
 
+TEST(Cli, ConfigNestedBeyondTheReadersDepthSaysSo) {
+  Cli cli = program_cli();
+  const std::string path =
+      write_file("deep.yaml", "model: {lr: " + std::string(5000, '[') + std::string(5000, ']') + "}\n");
+  const std::string message = error_of([&] { parse(cli, {"--config", path}); });
+  EXPECT_TRUE(contains(message, "levels deep")) << message;  // yaml-cpp alone says "bad file"
+}
+
 TEST(Cli, MalformedConfigFileIsNamed) {
   Cli cli("prog");
   const std::string path = write_file("broken.yaml", "trainer: [1, 2\n");

@@ -9,8 +9,9 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
+#include <nlohmann/json.hpp>
 
 #include "volt/core/input_file.h"
 #include "volt/core/printable.h"
@@ -117,6 +118,10 @@ json read_options_file(const std::string& path) {
     return out;
   } catch (const json::exception& e) {
     options_error(volt::printable(path) + " is not valid JSON: " + volt::printable(e.what()));
+  } catch (const YAML::DeepRecursion& e) {
+    // yaml-cpp's own message for this is "bad file".
+    options_error(volt::printable(path) + " nests lists or mappings " + std::to_string(e.depth()) +
+                  " levels deep, beyond what the YAML reader takes; it must hold one mapping of option: value");
   } catch (const YAML::Exception& e) {
     options_error(volt::printable(path) + " is not valid YAML: " + volt::printable(e.what()));
   }
