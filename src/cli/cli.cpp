@@ -159,7 +159,8 @@ std::string to_text(const Value& value) {
 }
 
 // Every number goes through volt::numbers: overflow, nan/inf and sign are refused with the reason.
-Value parse_value(Kind kind, const std::string& text, const std::string& where) {
+// `where` names the source ("--model.lr", "run.yaml: model.lr"), `key` the option ("model.lr").
+Value parse_value(Kind kind, const std::string& text, const std::string& where, const std::string& key) {
   std::string problem;
   switch (kind) {
     case Kind::kBool:
@@ -199,8 +200,10 @@ Value parse_value(Kind kind, const std::string& text, const std::string& where) 
       if (auto devices = to_devices(text)) return *devices;
       break;
   }
+  // A number refused for its value (not its spelling) also reads as key=value, the form the Trainer's own
+  // checks use, so that every message about one option can be found the same way.
   throw ConfigError(where + " expects " + info(kind).expects + ", got '" + printable(text) + "'" +
-                    (problem.empty() ? "" : ", which " + problem));
+                    (problem.empty() ? "" : ": " + key + "=" + printable(text) + " " + problem));
 }
 
 // --- the built-in trainer section: one row per TrainerOptions field ---
@@ -509,7 +512,7 @@ void apply_file(const CliState& state, const std::string& path, std::vector<Valu
       }
       const std::string where = printable(path) + ": " + key;
       const Kind kind = state.options[it->second].kind;
-      values[it->second] = parse_value(kind, yaml_text(entry.second, kind, where), where);
+      values[it->second] = parse_value(kind, yaml_text(entry.second, kind, where), where, key);
     }
   }
 }
@@ -654,7 +657,7 @@ bool Cli::parse(int argc, const char* const* argv, std::ostream& out) {
                           info(option.kind).expects + ": write " + flag + " VALUE or " + flag +
                           "=VALUE");
       }
-      flags.emplace_back(it->second, parse_value(option.kind, text, flag));
+      flags.emplace_back(it->second, parse_value(option.kind, text, flag, name));
     } else {
       std::vector<std::string> candidates = state.keys();
       candidates.insert(candidates.end(), {"config", "print-config", "help"});

@@ -524,9 +524,9 @@ TEST(Cli, NumbersBeyondTheirTypeSayWhyNotJustWhat) {
   EXPECT_TRUE(contains(big, "--trainer.max_epochs expects an integer, got '99999999999999999999'")) << big;
   EXPECT_TRUE(contains(big, "too large: the largest whole number here is 9223372036854775807")) << big;
   const std::string seed = error_of([&] { parse(cli, {"--trainer.seed", "18446744073709551616"}); });
-  EXPECT_TRUE(contains(seed, "'18446744073709551616', which is too large")) << seed;
+  EXPECT_TRUE(contains(seed, "trainer.seed=18446744073709551616 is too large")) << seed;
   const std::string huge = error_of([&] { parse(cli, {"--model.lr", "1e999"}); });
-  EXPECT_TRUE(contains(huge, "'1e999', which is out of the range of a double")) << huge;
+  EXPECT_TRUE(contains(huge, "model.lr=1e999 is out of the range of a double")) << huge;
 }
 
 TEST(Cli, NanAndInfinityAreNotNumbers) {
@@ -534,7 +534,7 @@ TEST(Cli, NanAndInfinityAreNotNumbers) {
   for (const std::string bad : {"nan", "inf", "-inf", "NaN", "infinity"}) {
     const std::string message = error_of([&] { parse(cli, {"--trainer.gradient_clip_val", bad}); });
     EXPECT_TRUE(contains(message, "--trainer.gradient_clip_val expects a number, got '" + bad + "'")) << message;
-    EXPECT_TRUE(contains(message, "not a finite number")) << message;
+    EXPECT_TRUE(contains(message, "trainer.gradient_clip_val=" + bad + " is not a finite number")) << message;
   }
   const std::string path = write_file("nan.yaml", "model: {lr: nan}\n");
   EXPECT_TRUE(contains(error_of([&] { parse(cli, {"--config", path}); }), "not a finite number"));
