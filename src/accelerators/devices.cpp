@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "volt/core/error.h"
+#include "volt/core/numbers.h"
 
 namespace volt::accelerators {
 namespace {
@@ -16,6 +17,15 @@ std::string trim(const std::string& s) {
   const auto b = s.find_first_not_of(" \t");
   const auto e = s.find_last_not_of(" \t");
   return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+}
+
+// No machine has a million devices; the bound keeps counts times nodes far from overflow.
+constexpr int64_t kMaxDevices = 1000000;
+
+int64_t device_number(const std::string& raw, const std::string& part, const char* what) {
+  const auto n = numbers::parse_int(part, 0, kMaxDevices - 1);
+  if (!n) throw ConfigError("devices='" + raw + "' has the " + what + " " + part + ", which " + n.problem + ".");
+  return *n.value;
 }
 
 const char* kForms = "Use a count (devices=2), -1 for all, \"auto\", or a list of device ids (devices=\"0,1\", \"[0, 1]\", "
@@ -47,7 +57,7 @@ DevicesSpec DevicesSpec::parse(const std::string& raw) {
       if (!all_digits(part)) {
         throw ConfigError("devices='" + raw + "' has '" + part + "', which is not a device id. " + kForms);
       }
-      const int64_t id = std::stoll(part);
+      const int64_t id = device_number(raw, part, "device id");
       if (std::find(spec.ids.begin(), spec.ids.end(), id) != spec.ids.end()) {
         throw ConfigError("devices='" + raw + "' lists device " + part + " twice. List each id once.");
       }
@@ -58,7 +68,7 @@ DevicesSpec DevicesSpec::parse(const std::string& raw) {
   }
   if (!all_digits(text)) throw ConfigError("devices='" + raw + "' is not understood. " + kForms);
   spec.kind = Kind::kCount;
-  spec.count = std::stoll(text);
+  spec.count = device_number(raw, text, "device count");
   if (spec.count == 0) throw ConfigError("devices=" + raw + " asks for no device. " + kForms);
   return spec;
 }

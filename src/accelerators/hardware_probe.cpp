@@ -6,6 +6,7 @@
 #include "volt/accelerators/cuda_accelerator.h"
 #include "volt/accelerators/tpu_accelerator.h"
 #include "volt/core/error.h"
+#include "volt/core/numbers.h"
 
 namespace volt::accelerators {
 
@@ -29,16 +30,25 @@ HardwareProbe HardwareProbe::assume(const std::string& spec, const Environ& env)
   const std::string value = eq == std::string::npos ? "" : spec.substr(eq + 1);
   const bool number = !value.empty() && value.find_first_not_of("0123456789") == std::string::npos;
   const std::string forms = "Use cpu, cuda=N (N GPUs), tpu=N (N TPU devices per host) or tpu=TYPE (e.g. tpu=v4-8).";
+  // A count from the user: digits that may not fit 64 bits, and more devices than a host has.
+  const auto count = [&](int64_t max) {
+    const auto n = numbers::parse_int(value, 1, max);
+    if (!n) throw ConfigError("--assume " + spec + ": the device count " + value + " " + n.problem + ". " + forms);
+    return *n.value;
+  };
   if (kind == "cpu" && value.empty()) return p;
-  if ((kind == "cuda" || kind == "gpu") && number && std::stoll(value) > 0) {
-    p.cuda_devices = std::stoll(value);
+  if ((kind == "cuda" || kind == "gpu") && number && value.find_first_not_of('0') != std::string::npos) {
+    p.cuda_devices = count(1024);
     p.cuda_bf16 = true;
     return p;
   }
   if (kind == "tpu" && !value.empty()) {
     Environ tpu_env = env;
     if (number) {
-      if (std::stoll(value) < 1) throw ConfigError("--assume " + spec + ": a TPU host has at least one device.");
+      if (value.find_first_not_of('0') == std::string::npos) {
+        throw ConfigError("--assume " + spec + ": a TPU host has at least one device.");
+      }
+      count(1024);
       tpu_env.set("VOLT_TPU_DEVICES_PER_HOST", value);
       if (!tpu_env.has("TPU_ACCELERATOR_TYPE")) tpu_env.set("PJRT_DEVICE", "TPU");
     } else {

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <limits>
 #include <sstream>
+#include <string_view>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -21,6 +22,9 @@
 
 #include "volt/checkpoint_io/torch_checkpoint_io.h"
 #include "volt/core/error.h"
+#include "volt/core/input_file.h"
+#include "volt/core/printable.h"
+#include "volt/core/strict_json.h"
 
 namespace volt::checkpoint_io {
 namespace {
@@ -155,7 +159,12 @@ void save_safetensors(const std::map<std::string, at::Tensor>& tensors, const st
 }
 
 SafetensorsFile load_safetensors(const std::string& path) {
-  auto error = [&](const std::string& what) { return CheckpointError("safetensors file '" + path + "' " + what); };
+  auto error = [&](const std::string& what) {
+    return CheckpointError("safetensors file '" + printable(path) + "' " + what);
+  };
+  // Before anything opens it: a FIFO would block the reader, a device never end.
+  if (const std::string problem = input_file_problem(path); !problem.empty())
+    throw error("cannot be opened: it " + problem + ".");
   std::error_code ec;
   const uint64_t size = std::filesystem::file_size(path, ec);
   if (ec) throw error("cannot be opened: " + ec.message() + ". Check the path.");
@@ -175,11 +184,25 @@ SafetensorsFile load_safetensors(const std::string& path) {
     throw error("declares a " + std::to_string(header_size) + "-byte header but only " + std::to_string(size - 8) +
                 " bytes follow the length field; it is truncated or not a safetensors file.");
   }
+  // A JSON parser keeps the last of two equal keys: two entries for one tensor name (or two dtypes for one
+  // tensor) would load one of them silently. Nesting is limited too: a header is three levels deep.
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(header_size));
+    header = parse_strict_json(std::string_view(bytes).substr(8, header_size), 16);
+  } catch (const StrictJsonError& e) {
+    if (e.kind == StrictJsonError::Kind::kTooDeep) {
+      throw error("has a header nested deeper than " + std::to_string(e.depth) +
+                  " levels; a safetensors header is an object of tensor entries.");
+    }
+    throw error(e.entry.empty() ? "has the entry '" + printable(e.key) +
+                                      "' twice in its header; a reader would keep only one of them. "
+                                      "The file is damaged or was written by a faulty tool."
+                                : "has the key '" + printable(e.key) + "' twice in the entry '" + printable(e.entry) +
+                                      "' of its header; a reader would keep only one of them. The file is "
+                                      "damaged or was written by a faulty tool.");
   } catch (const nlohmann::json::exception& e) {
-    throw error(std::string("has a header that is not valid JSON: ") + e.what());
+    // The parser quotes the bytes it stopped at, which may not be UTF-8.
+    throw error(std::string("has a header that is not valid JSON: ") + printable(e.what()));
   }
   if (!header.is_object()) {
     throw error(std::string("has a header that is a JSON ") + header.type_name() + ", not an object.");

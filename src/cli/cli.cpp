@@ -1,5 +1,6 @@
 #include "volt/cli/cli.h"
 
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -15,6 +16,9 @@
 #include <vector>
 
 #include "volt/core/error.h"
+#include "volt/core/input_file.h"
+#include "volt/core/numbers.h"
+#include "volt/core/printable.h"
 
 namespace volt::cli {
 namespace {
@@ -77,7 +81,8 @@ bool all_digits(const std::string& text) {
                                       [](unsigned char c) { return std::isdigit(c) != 0; });
 }
 
-// from_chars refuses a leading '+'; users and YAML files write it.
+// from_chars refuses a leading '+'; users and YAML files write it. (Only the YAML writer's
+// "would a reader take this text for a number?" test uses to_number; values go through volt::numbers.)
 std::string drop_plus(const std::string& text) {
   return text.size() > 1 && text[0] == '+' && text[1] != '-' && text[1] != '+' ? text.substr(1)
                                                                                : text;
@@ -111,16 +116,16 @@ std::optional<std::string> to_devices(std::string text) {
                             [](unsigned char c) { return std::isspace(c) != 0; }),
              text.end());
   if (lower(text) == "auto") return "auto";
-  if (auto n = to_number<int64_t>(text)) return std::to_string(*n);
+  if (auto n = numbers::parse_int(text)) return std::to_string(*n.value);
   const bool bracketed = text.size() >= 2 && text.front() == '[' && text.back() == ']';
   if (bracketed) text = text.substr(1, text.size() - 2) + ",";
   if (text.find(',') == std::string::npos) return std::nullopt;
   std::vector<std::string> ids;
   std::stringstream in(text);
   for (std::string id; std::getline(in, id, ',');) {
-    auto n = to_number<uint64_t>(id);
+    auto n = numbers::parse_uint(id);
     if (!all_digits(id) || !n) return std::nullopt;
-    ids.push_back(std::to_string(*n));
+    ids.push_back(std::to_string(*n.value));
   }
   std::string joined;
   for (const auto& id : ids) joined += (joined.empty() ? "" : ",") + id;
@@ -153,36 +158,52 @@ std::string to_text(const Value& value) {
   return std::visit(Visitor{}, value);
 }
 
-Value parse_value(Kind kind, const std::string& text, const std::string& where) {
+// Every number goes through volt::numbers: overflow, nan/inf and sign are refused with the reason.
+// `where` names the source ("--model.lr", "run.yaml: model.lr"), `key` the option ("model.lr").
+Value parse_value(Kind kind, const std::string& text, const std::string& where, const std::string& key) {
+  std::string problem;
   switch (kind) {
     case Kind::kBool:
       if (auto b = to_bool(text)) return *b;
       break;
-    case Kind::kInt:
-      if (auto n = to_number<int64_t>(text)) return *n;
+    case Kind::kInt: {
+      const auto n = numbers::parse_int(text);
+      if (n) return *n.value;
+      if (n.out_of_range) problem = n.problem;
       break;
-    case Kind::kDouble:
-      if (auto d = to_number<double>(text)) return *d;
+    }
+    case Kind::kDouble: {
+      const auto d = numbers::parse_double(text);
+      if (d) return *d.value;
+      if (d.out_of_range) problem = d.problem;
       break;
+    }
     case Kind::kString:
       return text;
-    case Kind::kOptionalInt:
+    case Kind::kOptionalInt: {
       if (is_null(text)) return std::optional<int64_t>();
-      if (auto n = to_number<int64_t>(text)) return std::optional<int64_t>(*n);
+      const auto n = numbers::parse_int(text);
+      if (n) return std::optional<int64_t>(*n.value);
+      if (n.out_of_range) problem = n.problem;
       break;
-    case Kind::kOptionalUint:
+    }
+    case Kind::kOptionalUint: {
       if (is_null(text)) return std::optional<uint64_t>();
-      if (auto n = to_number<uint64_t>(text); n && text.find('-') == std::string::npos) {
-        return std::optional<uint64_t>(*n);
-      }
+      const auto n = numbers::parse_uint(text);
+      if (n) return std::optional<uint64_t>(*n.value);
+      if (n.out_of_range) problem = n.problem;
       break;
+    }
     case Kind::kBatchLimit:
       return BatchLimit::parse(text, where);
     case Kind::kDevices:
       if (auto devices = to_devices(text)) return *devices;
       break;
   }
-  throw ConfigError(where + " expects " + info(kind).expects + ", got '" + text + "'");
+  // A number refused for its value (not its spelling) also reads as key=value, the form the Trainer's own
+  // checks use, so that every message about one option can be found the same way.
+  throw ConfigError(where + " expects " + info(kind).expects + ", got '" + printable(text) + "'" +
+                    (problem.empty() ? "" : ": " + key + "=" + printable(text) + " " + problem));
 }
 
 // --- the built-in trainer section: one row per TrainerOptions field ---
@@ -419,50 +440,80 @@ std::string yaml_text(const YAML::Node& node, Kind kind, const std::string& wher
   throw ConfigError(where + " expects " + info(kind).expects + ", got " + describe(node));
 }
 
+// The 1-based line of a node in its file, for messages.
+int line_of(const YAML::Node& node) {
+  return node.Mark().line + 1;
+}
+
+// yaml-cpp keeps both entries of a repeated key and a lookup takes one of them silently: a
+// repeated section or key is refused, naming both lines, so that an edit never goes unread.
+void check_unique(std::map<std::string, int>& seen, const std::string& key, const YAML::Node& node,
+                  const std::string& path, const char* what) {
+  const auto [it, inserted] = seen.emplace(key, line_of(node));
+  if (!inserted) {
+    throw ConfigError("config file '" + printable(path) + "' has the " + what + " '" + printable(key) +
+                      "' twice, on lines " + std::to_string(it->second) + " and " + std::to_string(line_of(node)) +
+                      "; YAML would keep only one of them. Delete the one you do not mean.");
+  }
+}
+
+// A config file is small; a bigger one is a mistake (a data file given as --config).
+constexpr size_t kMaxConfigBytes = 16u << 20;
+
 // Reads one --config file into `values` (indexed like state.options).
 void apply_file(const CliState& state, const std::string& path, std::vector<Value>& values) {
+  // The type is checked before reading: a FIFO would block, /dev/zero never end.
+  std::string text;
+  if (const std::string problem = read_input_file(path, text, kMaxConfigBytes); !problem.empty()) {
+    throw ConfigError("config file '" + printable(path) + "' (given with --config) cannot be opened: it " + problem +
+                      "; give the path of a YAML file, relative to the current directory");
+  }
   YAML::Node root;
   try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::BadFile&) {
-    throw ConfigError("config file '" + path + "' (given with --config) cannot be opened; " +
-                      "check the path, which is relative to the current directory");
+    root = YAML::Load(text);
+  } catch (const YAML::DeepRecursion& e) {
+    // yaml-cpp's own message for this is "bad file".
+    throw ConfigError("config file '" + printable(path) + "' nests lists or mappings " + std::to_string(e.depth()) +
+                      " levels deep (line " + std::to_string(e.mark.line + 1) +
+                      "), beyond what the YAML reader takes; a config file is sections of keys");
   } catch (const YAML::Exception& e) {
-    throw ConfigError("config file '" + path + "' is not valid YAML: " + e.what());
+    throw ConfigError("config file '" + printable(path) + "' is not valid YAML: " + printable(e.what()));
   }
   if (root.IsNull()) return;  // an empty file sets nothing
   if (!root.IsMap()) {
-    throw ConfigError("config file '" + path + "' must be a mapping of sections such as " +
+    throw ConfigError("config file '" + printable(path) + "' must be a mapping of sections such as " +
                       "'trainer: {max_epochs: 3}', got " + describe(root));
   }
   const std::vector<std::string> sections = state.sections();
+  std::map<std::string, int> seen_sections;
   for (const auto& section : root) {
     const std::string name = section.first.Scalar();
+    check_unique(seen_sections, name, section.first, path, "section");
     if (std::find(sections.begin(), sections.end(), name) == sections.end()) {
       const std::string near = nearest(name, sections);
       std::string known;
       for (const auto& s : sections) known += (known.empty() ? "" : ", ") + s;
-      throw ConfigError(path + ": unknown section '" + name + "'" +
-                        (near.empty() ? "" : "; did you mean '" + near + "'?") +
-                        " The sections are: " + known + ".");
+      throw ConfigError(printable(path) + ": unknown section '" + printable(name) + "'" +
+                        (near.empty() ? "" : "; did you mean '" + near + "'?") + " The sections are: " + known + ".");
     }
     if (section.second.IsNull()) continue;
     if (!section.second.IsMap()) {
-      throw ConfigError(path + ": section '" + name + "' must be a mapping of keys such as '" +
-                        name + ": {key: value}', got " + describe(section.second));
+      throw ConfigError(printable(path) + ": section '" + name + "' must be a mapping of keys such as '" + name +
+                        ": {key: value}', got " + describe(section.second));
     }
+    std::map<std::string, int> seen_keys;
     for (const auto& entry : section.second) {
       const std::string key = name + "." + entry.first.Scalar();
+      check_unique(seen_keys, key, entry.first, path, "key");
       auto it = state.index.find(key);
       if (it == state.index.end()) {
         const std::string near = nearest(key, state.keys());
-        throw ConfigError(path + ": unknown key " + key +
-                          (near.empty() ? "; run with --help to list the options"
-                                        : "; did you mean " + near + "?"));
+        throw ConfigError(printable(path) + ": unknown key " + printable(key) +
+                          (near.empty() ? "; run with --help to list the options" : "; did you mean " + near + "?"));
       }
-      const std::string where = path + ": " + key;
+      const std::string where = printable(path) + ": " + key;
       const Kind kind = state.options[it->second].kind;
-      values[it->second] = parse_value(kind, yaml_text(entry.second, kind, where), where);
+      values[it->second] = parse_value(kind, yaml_text(entry.second, kind, where), where, key);
     }
   }
 }
@@ -571,7 +622,7 @@ bool Cli::parse(int argc, const char* const* argv, std::ostream& out) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg.empty() || arg[0] != '-') {
-      throw ConfigError("unexpected argument '" + arg + "': options are written " +
+      throw ConfigError("unexpected argument '" + printable(arg) + "': options are written " +
                         "--section.key VALUE (run with --help to list them)");
     }
     std::string name = arg.substr(starts_with(arg, "--") ? 2 : 1);
@@ -583,7 +634,7 @@ bool Cli::parse(int argc, const char* const* argv, std::ostream& out) {
     const bool next_is_value = i + 1 < argc && !starts_with(argv[i + 1], "--");
 
     if (starts_with(arg, "--") && name == "print-config") {
-      if (inline_value) throw ConfigError("--print-config takes no value, got '" + arg + "'");
+      if (inline_value) throw ConfigError("--print-config takes no value, got '" + printable(arg) + "'");
       print_config = true;
     } else if (starts_with(arg, "--") && name == "config") {
       if (!inline_value && !next_is_value) {
@@ -607,14 +658,13 @@ bool Cli::parse(int argc, const char* const* argv, std::ostream& out) {
                           info(option.kind).expects + ": write " + flag + " VALUE or " + flag +
                           "=VALUE");
       }
-      flags.emplace_back(it->second, parse_value(option.kind, text, flag));
+      flags.emplace_back(it->second, parse_value(option.kind, text, flag, name));
     } else {
       std::vector<std::string> candidates = state.keys();
       candidates.insert(candidates.end(), {"config", "print-config", "help"});
       const std::string near = nearest(name, candidates);
-      throw ConfigError("unknown option " + arg.substr(0, arg.find('=')) +
-                        (near.empty() ? "; run with --help to list the options"
-                                      : "; did you mean --" + near + "?"));
+      throw ConfigError("unknown option " + printable(arg.substr(0, arg.find('='))) +
+                        (near.empty() ? "; run with --help to list the options" : "; did you mean --" + near + "?"));
     }
   }
 

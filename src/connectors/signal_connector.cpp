@@ -13,6 +13,7 @@
 #include <filesystem>
 
 #include "volt/core/error.h"
+#include "volt/core/numbers.h"
 #include "volt/strategies/worker_group.h"
 
 namespace volt::connectors {
@@ -89,8 +90,8 @@ int SignalConnector::parse_signal(const std::string& text, const std::string& fl
     if (SignalConnector::name(s) == name) return s;
   }
   if (!text.empty() && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    const int s = std::atoi(text.c_str());
-    if (s > 0 && s < NSIG && s != SIGKILL && s != SIGSTOP) return s;
+    const auto n = numbers::parse_int(text, 1, NSIG - 1);  // atoi had no overflow check
+    if (n && *n.value != SIGKILL && *n.value != SIGSTOP) return static_cast<int>(*n.value);
   }
   throw ConfigError(flag + "='" + text + "' is not a signal Volt can catch. Use SIGUSR1 (SLURM's usual choice with "
                     "#SBATCH --signal=USR1@90), SIGUSR2, SIGTERM, SIGINT, SIGHUP, SIGALRM, SIGCONT or a number other "

@@ -1,9 +1,8 @@
 #include "volt/core/environ.h"
 
-#include <cerrno>
-#include <cstdlib>
-
 #include "volt/core/error.h"
+#include "volt/core/numbers.h"
+#include "volt/core/printable.h"
 
 extern char** environ;
 
@@ -34,15 +33,13 @@ std::string Environ::get_or(const std::string& key, const std::string& fallback)
 std::optional<int64_t> Environ::get_int(const std::string& key) const {
   auto it = vars_.find(key);
   if (it == vars_.end()) return std::nullopt;
-  const std::string& v = it->second;
-  char* end = nullptr;
-  errno = 0;
-  const long long parsed = std::strtoll(v.c_str(), &end, 10);
-  if (v.empty() || end != v.c_str() + v.size() || errno != 0 || parsed < 0) {
-    throw ConfigError("environment variable " + key + "='" + v +
-                      "' is not a non-negative integer. Unset it or set it the way the launcher does.");
+  const auto parsed = numbers::parse_int(it->second, 0);
+  if (!parsed) {
+    throw ConfigError("environment variable " + key + "='" + printable(it->second) +
+                      "' is not a non-negative integer: it " + parsed.problem +
+                      ". Unset it or set it the way the launcher does.");
   }
-  return parsed;
+  return *parsed.value;
 }
 
 int64_t Environ::get_int_or(const std::string& key, int64_t fallback) const {

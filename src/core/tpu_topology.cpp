@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "volt/core/error.h"
+#include "volt/core/numbers.h"
 
 namespace volt {
 
@@ -15,9 +16,18 @@ TpuTopology parse_tpu_accelerator_type(const std::string& accelerator_type) {
     throw ConfigError("TPU accelerator type '" + accelerator_type +
                       "' is not understood. Known forms: v2-8, v3-32, v4-8, v5p-8, v5litepod-8 (or v5e-8), v6e-4.");
   }
-  const int version = std::stoi(m[1]);
+  // Digits only, but maybe more than 64 bits hold (the value comes from the environment or --assume).
+  const auto version_number = numbers::parse_int(m[1].str(), 0, 1000);
+  const auto cores = numbers::parse_int(m[3].str(), 0, 1000000);
+  if (!version_number || !cores) {
+    throw ConfigError("TPU accelerator type '" + accelerator_type + "' has the " +
+                      (version_number ? "size " + m[3].str() + ", which " + cores.problem
+                                      : "generation " + m[1].str() + ", which " + version_number.problem) +
+                      ". Known forms: v2-8, v3-32, v4-8, v5p-8, v5litepod-8 (or v5e-8), v6e-4.");
+  }
+  const int version = static_cast<int>(*version_number.value);
   const std::string variant = m[2];
-  const int64_t n = std::stoll(m[3]);
+  const int64_t n = *cores.value;
   TpuTopology t;
   t.accelerator_type = accelerator_type;
   if (n < 1) throw ConfigError("TPU accelerator type '" + accelerator_type + "' has no cores.");

@@ -3,9 +3,13 @@
 #include <sstream>
 
 #include "volt/core/error.h"
+#include "volt/core/numbers.h"
 
 namespace volt::environments {
 namespace {
+
+// Far more hosts than any SLURM job has; a node list beyond it is a mistake, not a job.
+constexpr int64_t kMaxSlurmHosts = 100000;
 
 /// Splits on commas that are not inside brackets.
 std::vector<std::string> split_top_level(const std::string& s, const std::string& whole) {
@@ -54,11 +58,18 @@ std::vector<std::string> expand_slurm_nodelist(const std::string& nodelist) {
       const auto dash = range.find('-');
       const std::string lo = range.substr(0, dash);
       const std::string hi = dash == std::string::npos ? lo : range.substr(dash + 1);
-      if (!digits(lo) || !digits(hi) || std::stoll(hi) < std::stoll(lo)) {
+      // Numbers from the environment: digits beyond 64 bits, or a range of more hosts than a job has, are
+      // errors (std::stoll threw std::out_of_range; a huge range expanded for ever).
+      const auto first = numbers::parse_int(lo, 0), last = numbers::parse_int(hi, 0);
+      if (!digits(lo) || !digits(hi) || !first || !last || *last.value < *first.value) {
         throw ConfigError("SLURM node list '" + nodelist + "' has a bad range '" + range + "'.");
       }
+      if (*last.value - *first.value >= kMaxSlurmHosts - static_cast<int64_t>(hosts.size())) {
+        throw ConfigError("SLURM node list '" + nodelist + "' names more than " + std::to_string(kMaxSlurmHosts) +
+                          " hosts (range '" + range + "').");
+      }
       const size_t width = lo.size();  // "01-03" keeps its zero padding
-      for (long long i = std::stoll(lo); i <= std::stoll(hi); ++i) {
+      for (int64_t i = *first.value; i <= *last.value; ++i) {
         std::string n = std::to_string(i);
         if (n.size() < width) n.insert(0, width - n.size(), '0');
         hosts.push_back(prefix + n + suffix);
@@ -106,7 +117,7 @@ SLURMEnvironment::SLURMEnvironment(const Environ& env, Options options) : option
   } else {
     const std::string id = env.get_or("SLURM_JOB_ID", "0");
     const std::string tail = id.size() > 4 ? id.substr(id.size() - 4) : id;
-    main_port_ = 15000 + (digits(tail) ? std::stoi(tail) : 0);
+    main_port_ = 15000 + (digits(tail) ? static_cast<int>(*numbers::parse_int(tail).value) : 0);
   }
 }
 
@@ -115,7 +126,8 @@ void SLURMEnvironment::validate(int64_t devices_per_node, int64_t num_nodes) con
     // "4", "4(x2)" or "2(x3),1": uniform counts only.
     const std::string first = per_node->substr(0, per_node->find_first_of("(,"));
     const bool uniform = per_node->find(',') == std::string::npos;
-    if (!digits(first) || !uniform || std::stoll(first) != devices_per_node) {
+    const auto count = numbers::parse_int(first);
+    if (!digits(first) || !uniform || !count || *count.value != devices_per_node) {
       throw ConfigError("the SLURM job runs SLURM_NTASKS_PER_NODE=" + *per_node + " tasks per node, but the Trainer "
                         "uses devices=" + std::to_string(devices_per_node) + " per node. Set --ntasks-per-node=" +
                         std::to_string(devices_per_node) + " in the job script, or devices=" + first + ".");

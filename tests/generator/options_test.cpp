@@ -170,6 +170,37 @@ TEST(GeneratorValidate, RejectsEveryImpossibleCombinationAndNamesWhatIsAllowed) 
   }
 }
 
+TEST(GeneratorValidate, NullIsAnErrorNamingTheOptionNotItsDefault) {
+  for (const char* key : {"template", "max_epochs", "lr", "deterministic", "master_addr"}) {
+    const auto v = gen::validate(base_options({{key, nullptr}}));
+    EXPECT_TRUE(contains(errors_for(v, key), "got null; leave the option out to get its default")) << key;
+  }
+}
+
+TEST(GeneratorValidate, OutOfRangeNumbersAreReportedAsGiven) {
+  // Read as int64, 2^64 - 1 was -1, and 1e20 cast to int64 was -2^63: the message named a value nobody gave.
+  const std::vector<std::pair<json, std::string>> cases = {
+      {json(18446744073709551615ull), "18446744073709551615 is above the maximum 4294967295"},
+      {json(1e20), "1e+20 is above the maximum 4294967295"},
+      {json(-5), "-5 is below the minimum 0"},
+      {json("99999999999999999999"), "got '99999999999999999999', which is too large"},
+      {json("4294967296"), "got '4294967296', which is above the maximum 4294967295"},
+      {json(2.5), "expects an integer, got 2.5"},
+  };
+  for (const auto& [given, says] : cases) {
+    const std::string msg = errors_for(gen::validate(base_options({{"seed", given}})), "seed");
+    EXPECT_TRUE(contains(msg, says)) << given.dump() << ": '" << msg << "'";
+  }
+  EXPECT_EQ(gen::validate(base_options({{"seed", "4294967295"}})).options["seed"], 4294967295LL);
+}
+
+TEST(GeneratorValidate, NanInfinityAndOverflowAreNoLearningRate) {
+  for (const char* bad : {"nan", "inf", "-inf", "1e999"}) {
+    const std::string msg = errors_for(gen::validate(base_options({{"lr", bad}})), "lr");
+    EXPECT_TRUE(contains(msg, std::string("got '") + bad + "'")) << msg;
+  }
+}
+
 TEST(GeneratorValidate, NeverThrowsForInputThatIsNotAnObject) {
   for (const json& bad : {json(3), json::array({1, 2}), json("x"), json(nullptr)}) {
     gen::Validation v;

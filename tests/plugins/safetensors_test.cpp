@@ -2,6 +2,7 @@
 // of malformed files, and an independent reader/writer in Python (numpy) as a check that
 // the bytes follow the format and not merely Volt's own reading of it.
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,6 +29,7 @@
 #include "support/temp_dir.h"
 #include "volt/checkpoint_io/safetensors.h"
 #include "volt/core/error.h"
+#include "volt/core/printable.h"
 
 namespace {
 
@@ -319,6 +321,67 @@ TEST_F(SafetensorsMalformed, HeaderNotJson) {
 
 TEST_F(SafetensorsMalformed, HeaderNotUtf8) {
   expect_rejected(raw_file("{\"\xff\xfe\": 1}"), "not valid JSON");
+}
+
+TEST_F(SafetensorsMalformed, HeaderNotUtf8IsReportedInValidUtf8WithTheBytesEscaped) {
+  try {
+    load_safetensors([&] {
+      const std::string path = dir_.file("bad.safetensors");
+      write_bytes(path, raw_file("{\"\xff\xfe\": 1}"));
+      return path;
+    }());
+    ADD_FAILURE() << "expected a CheckpointError";
+  } catch (const CheckpointError& e) {
+    const std::string msg = e.what();
+    EXPECT_TRUE(volt::is_valid_utf8(msg)) << msg;
+    EXPECT_NE(msg.find("\\xff"), std::string::npos) << msg;
+    // A JSON writer (volt inspect --json) can carry it.
+    EXPECT_NO_THROW(nlohmann::json({{"error", msg}}).dump());
+  }
+}
+
+TEST_F(SafetensorsMalformed, DuplicateTensorEntryIsRefused) {
+  expect_rejected(raw_file(R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},)"
+                           R"( "a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})",
+                           kFourBytes),
+                  "has the entry 'a' twice in its header");
+}
+
+TEST_F(SafetensorsMalformed, DuplicateKeyInsideAnEntryIsRefused) {
+  expect_rejected(
+      raw_file(R"({"a": {"dtype": "F64", "dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})", kFourBytes),
+      "has the key 'dtype' twice in the entry 'a'");
+}
+
+TEST_F(SafetensorsMalformed, DuplicateMetadataKeyIsRefused) {
+  expect_rejected(raw_file(R"({"__metadata__": {"epoch": "1", "epoch": "2"}})"),
+                  "has the key 'epoch' twice in the entry '__metadata__'");
+}
+
+TEST_F(SafetensorsMalformed, DeeplyNestedHeaderIsRefused) {
+  expect_rejected(raw_file("{\"a\": " + std::string(100000, '[') + std::string(100000, ']') + "}"),
+                  "nested deeper than 16 levels");
+}
+
+TEST_F(SafetensorsMalformed, EqualKeysInDifferentEntriesAreFine) {
+  const std::string path = dir_.file("two.safetensors");
+  write_bytes(path, raw_file(R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},)"
+                             R"( "b": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}})",
+                             std::string(8, '\0')));
+  EXPECT_EQ(load_safetensors(path).tensors.size(), 2u);
+}
+
+TEST_F(SafetensorsMalformed, FolderIsRefusedAsAFolder) {
+  const std::string path = dir_.file("weights.safetensors");
+  fs::create_directory(path);
+  expect_error(path, "is a folder, not a regular file");
+}
+
+TEST_F(SafetensorsMalformed, FifoIsRefusedWithoutBlocking) {
+  const std::string path = dir_.file("pipe.safetensors");
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  // Opening a FIFO for reading blocks until a writer comes; the loader must not open it.
+  expect_error(path, "is a FIFO (named pipe), not a regular file");
 }
 
 TEST_F(SafetensorsMalformed, HeaderNotObject) {

@@ -4,6 +4,9 @@
 
 #include "support/expect.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -513,6 +516,93 @@ TEST(Cli, MissingConfigFileIsNamed) {
   const std::string message = error_of([&] { parse(cli, {"--config", "/nonexistent/run.yaml"}); });
   EXPECT_TRUE(contains(message, "config file '/nonexistent/run.yaml'")) << message;
   EXPECT_TRUE(contains(message, "cannot be opened")) << message;
+}
+
+TEST(Cli, NumbersBeyondTheirTypeSayWhyNotJustWhat) {
+  Cli cli = program_cli();
+  const std::string big = error_of([&] { parse(cli, {"--trainer.max_epochs", "99999999999999999999"}); });
+  EXPECT_TRUE(contains(big, "--trainer.max_epochs expects an integer, got '99999999999999999999'")) << big;
+  EXPECT_TRUE(contains(big, "too large: the largest whole number here is 9223372036854775807")) << big;
+  const std::string seed = error_of([&] { parse(cli, {"--trainer.seed", "18446744073709551616"}); });
+  EXPECT_TRUE(contains(seed, "trainer.seed=18446744073709551616 is too large")) << seed;
+  const std::string huge = error_of([&] { parse(cli, {"--model.lr", "1e999"}); });
+  EXPECT_TRUE(contains(huge, "model.lr=1e999 is out of the range of a double")) << huge;
+}
+
+TEST(Cli, NanAndInfinityAreNotNumbers) {
+  Cli cli = program_cli();
+  for (const std::string bad : {"nan", "inf", "-inf", "NaN", "infinity"}) {
+    const std::string message = error_of([&] { parse(cli, {"--trainer.gradient_clip_val", bad}); });
+    EXPECT_TRUE(contains(message, "--trainer.gradient_clip_val expects a number, got '" + bad + "'")) << message;
+    EXPECT_TRUE(contains(message, "trainer.gradient_clip_val=" + bad + " is not a finite number")) << message;
+  }
+  const std::string path = write_file("nan.yaml", "model: {lr: nan}\n");
+  EXPECT_TRUE(contains(error_of([&] { parse(cli, {"--config", path}); }), "not a finite number"));
+}
+
+TEST(Cli, KeyRepeatedInAConfigFileIsRefusedNamingBothLines) {
+  Cli cli = program_cli();
+  const std::string path = write_file("twice.yaml", "trainer:\n  max_epochs: 3\n  devices: 1\n  max_epochs: 5\n");
+  const std::string message = error_of([&] { parse(cli, {"--config", path}); });
+  EXPECT_TRUE(contains(message, "has the key 'trainer.max_epochs' twice, on lines 2 and 4")) << message;
+  EXPECT_TRUE(contains(message, path)) << message;
+}
+
+TEST(Cli, SectionRepeatedInAConfigFileIsRefusedNamingBothLines) {
+  Cli cli = program_cli();
+  const std::string path =
+      write_file("sections.yaml", "model:\n  lr: 0.1\ntrainer: {max_epochs: 3}\nmodel:\n  hidden: 8\n");
+  const std::string message = error_of([&] { parse(cli, {"--config", path}); });
+  EXPECT_TRUE(contains(message, "has the section 'model' twice, on lines 1 and 4")) << message;
+}
+
+TEST(Cli, SameKeyInTwoSectionsOrTwoFilesIsFine) {
+  Cli cli = program_cli();
+  cli.add_option("optim.lr", 0.5, "another lr");
+  const std::string a = write_file("a.yaml", "model: {lr: 0.1}\noptim: {lr: 0.2}\n");
+  const std::string b = write_file("b.yaml", "model: {lr: 0.3}\n");
+  ASSERT_TRUE(parse(cli, {"--config", a, "--config", b}));
+  EXPECT_DOUBLE_EQ(cli.get_double("model.lr"), 0.3);
+  EXPECT_DOUBLE_EQ(cli.get_double("optim.lr"), 0.2);
+}
+
+TEST(Cli, ConfigThatIsAFolderIsNamedAsAFolder) {
+  Cli cli("prog");
+  const std::string message = error_of([&] { parse(cli, {"--config", testing::TempDir()}); });
+  EXPECT_TRUE(contains(message, "is a folder, not a regular file")) << message;
+}
+
+TEST(Cli, ConfigThatIsAFifoIsRefusedWithoutBlocking) {
+  Cli cli("prog");
+  const auto* test = testing::UnitTest::GetInstance()->current_test_info();
+  const std::string path = testing::TempDir() + "volt_cli_" + test->name() + "_pipe.yaml";
+  ::unlink(path.c_str());
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  // open() of a FIFO without a writer blocks: the parse must return at once with the reason.
+  const std::string message = error_of([&] { parse(cli, {"--config", path}); });
+  ::unlink(path.c_str());
+  EXPECT_TRUE(contains(message, "is a FIFO (named pipe), not a regular file")) << message;
+}
+
+TEST(Cli, ConfigThatIsADeviceIsRefused) {
+  Cli cli("prog");
+  const std::string message = error_of([&] { parse(cli, {"--config", "/dev/zero"}); });
+  EXPECT_TRUE(contains(message, "'/dev/zero' (given with --config) cannot be opened: it is a character device"))
+      << message;
+}
+
+TEST(Cli, ConfigFileNameThatIsNotUtf8IsShownEscaped) {
+  Cli cli("prog");
+  const std::string message = error_of([&] { parse(cli, {"--config", "/nonexistent/\xff.yaml"}); });
+  EXPECT_TRUE(contains(message, "'/nonexistent/\\xff.yaml'")) << message;
+}
+
+TEST(Cli, ConfigNestedBeyondTheReadersDepthSaysSo) {
+  Cli cli = program_cli();
+  const std::string path =
+      write_file("deep.yaml", "model: {lr: " + std::string(5000, '[') + std::string(5000, ']') + "}\n");
+  const std::string message = error_of([&] { parse(cli, {"--config", path}); });
+  EXPECT_TRUE(contains(message, "levels deep")) << message;  // yaml-cpp alone says "bad file"
 }
 
 TEST(Cli, MalformedConfigFileIsNamed) {

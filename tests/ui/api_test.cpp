@@ -136,6 +136,61 @@ TEST(UiApi, BadValuesAre400WithTheGeneratorsMessages) {
   EXPECT_NE(body["error"].get<std::string>().find("3 problems"), std::string::npos);
 }
 
+TEST(UiApi, NullOrAWrongJsonTypeIs400NamingTheField) {
+  struct Case {
+    const char* body;
+    const char* option;
+    const char* phrase;
+  };
+  for (const Case& c :
+       {Case{R"({"template": null})", "template", "got null"}, Case{R"({"name": 5})", "name", "expects text, got 5"},
+        Case{R"({"max_epochs": null})", "max_epochs", "got null"},
+        Case{R"({"max_epochs": "3x"})", "max_epochs", "'3x'"},
+        Case{R"({"lr": [1]})", "lr", "expects a number, got [1]"},
+        Case{R"({"deterministic": {}})", "deterministic", "expects true or false"}}) {
+    const auto r = post("/api/render", std::string(c.body));
+    ASSERT_EQ(r.status, 400) << c.body;
+    const json body = body_json(r);
+    ASSERT_EQ(body["problems"].size(), 1u) << body.dump();
+    EXPECT_EQ(body["problems"][0]["option"], c.option) << c.body;
+    EXPECT_NE(body["problems"][0]["message"].get<std::string>().find(c.phrase), std::string::npos) << body.dump();
+  }
+}
+
+TEST(UiApi, OutOfRangeSeedIsReportedWithTheValueGiven) {
+  // 2^64 - 1 read as int64 was -1, and 1e20 cast to int64 was -2^63: the message named a value nobody sent.
+  for (const std::string given :
+       {"18446744073709551615", "100000000000000000000", "4294967296", "\"99999999999999999999\""}) {
+    const auto r = post("/api/render", R"({"seed": )" + given + "}");
+    ASSERT_EQ(r.status, 400) << given;
+    const json body = body_json(r);
+    ASSERT_EQ(body["problems"].size(), 1u) << body.dump();
+    const std::string message = body["problems"][0]["message"];
+    EXPECT_EQ(body["problems"][0]["option"], "seed");
+    const std::string shown = given == "100000000000000000000" ? "1e+20" : given.substr(given[0] == '"', 20);
+    EXPECT_NE(message.find(shown), std::string::npos) << message;
+    EXPECT_NE(message.find("4294967295"), std::string::npos) << message;
+    EXPECT_EQ(message.find("-1 "), std::string::npos) << message;
+    EXPECT_EQ(message.find("-9223372036854775808"), std::string::npos) << message;
+  }
+}
+
+TEST(UiApi, OptionSetTwiceInTheBodyIs400NamingIt) {
+  const auto r = post("/api/render", std::string(R"({"template": "gan", "template": "minimal"})"));
+  ASSERT_EQ(r.status, 400);
+  const json body = body_json(r);
+  EXPECT_EQ(body["problems"][0]["option"], "template");
+  EXPECT_NE(body["error"].get<std::string>().find("'template' twice"), std::string::npos) << body.dump();
+}
+
+TEST(UiApi, DeeplyNestedBodyIs400NotAStackOverflow) {
+  // 30000 nested arrays fit in 64 KiB; printing one in a message recursed once per level.
+  const std::string deep = R"({"template": )" + std::string(30000, '[') + std::string(30000, ']') + "}";
+  const auto r = post("/api/render", deep);
+  ASSERT_EQ(r.status, 400);
+  EXPECT_NE(body_json(r)["error"].get<std::string>().find("nested deeper than 16 levels"), std::string::npos) << r.body;
+}
+
 TEST(UiApi, ImpossibleCombinationIs400OnTheFieldThatWasSet) {
   // The user asked for launch, xla-tpu needs spawn: an error on `distributed`, not a silent change.
   const json options = {{"template", first_template()}, {"backend", "xla-tpu"}, {"distributed", "launch"}};

@@ -4,15 +4,19 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
-
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -53,6 +57,21 @@ class RunningServer {
   int port_ = 0;
   std::thread thread_;
 };
+
+// A TCP connection to the server on loopback; -1 when it cannot be made.
+int connect_to(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
 
 std::string first_template() {
   return volt::generator::templates().at(0).at("id");
@@ -226,4 +245,239 @@ TEST(UiServer, NeverWritesToDisk) {
   fs::current_path(before);
   EXPECT_TRUE(fs::is_empty(dir)) << "the server wrote into its working directory " << dir;
   fs::remove_all(dir);
+}
+
+// Clients that send their request a byte at a time (well within the read timeout, so none is dropped) each hold
+// a worker; with cpp-httplib's default pool (8 workers on a small machine) 8 of them stopped the page answering
+// anyone. 30 of them, while someone uses the page normally: every normal request is answered in under 1 s.
+TEST(UiServer, ThirtyTricklingClientsDoNotStopNormalUse) {
+  RunningServer s;
+  constexpr int kTricklers = 30;
+  std::atomic<bool> done{false};
+  std::atomic<int> connected{0};
+  std::vector<std::thread> tricklers;
+  // However the test ends, the tricklers stop before the server does (stop() waits for its workers).
+  struct Joiner {
+    std::atomic<bool>& done;
+    std::vector<std::thread>& threads;
+    ~Joiner() {
+      done = true;
+      for (auto& t : threads) t.join();
+    }
+  } joiner{done, tricklers};
+  for (int t = 0; t < kTricklers; ++t) {
+    tricklers.emplace_back([&] {
+      const int fd = connect_to(s.port());
+      if (fd < 0) return;
+      ++connected;
+      const std::string head = "GET /api/schema HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
+      ::send(fd, head.data(), head.size(), MSG_NOSIGNAL);
+      // A byte every 100 ms, never ending the header, until the test is over (at most 20 s).
+      for (int i = 0; i < 200 && !done; ++i) {
+        ::send(fd, "a", 1, MSG_NOSIGNAL);
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+      ::close(fd);
+    });
+  }
+  // Every trickler is connected and has been handed to a worker before the normal requests start.
+  for (int i = 0; i < 100 && connected < kTricklers; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_EQ(connected.load(), kTricklers);
+  double slowest_ms = 0;
+  for (int i = 0; i < 10; ++i) {
+    httplib::Client c("127.0.0.1", s.port());
+    c.set_connection_timeout(2);
+    c.set_read_timeout(2);
+    const auto start = std::chrono::steady_clock::now();
+    const auto r = i % 2 == 0
+                       ? c.Get("/api/schema")
+                       : c.Post("/api/validate", json{{"template", first_template()}}.dump(), "application/json");
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    slowest_ms = std::max(slowest_ms, ms);
+    ASSERT_TRUE(r) << "request " << i << " got no answer within 2 s: " << httplib::to_string(r.error());
+    EXPECT_EQ(r->status, 200);
+  }
+  EXPECT_LT(slowest_ms, 1000.0);
+}
+
+TEST(UiServer, ClientThatStopsSendingIsDroppedAfterTheReadTimeout) {
+  web::ServerOptions options;
+  options.io_timeout_s = 1;
+  RunningServer s(options);
+  const int fd = connect_to(s.port());
+  ASSERT_GE(fd, 0);
+  const std::string head = "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n";  // and then nothing
+  ASSERT_EQ(::send(fd, head.data(), head.size(), MSG_NOSIGNAL), static_cast<ssize_t>(head.size()));
+  timeval timeout{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  const auto start = std::chrono::steady_clock::now();
+  // The server may answer 400 before it closes; what matters is that it closes (recv gives 0), and soon.
+  char buf[4096];
+  ssize_t n = 0;
+  while ((n = ::recv(fd, buf, sizeof(buf), 0)) > 0) {
+  }
+  const double waited_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ::close(fd);
+  EXPECT_EQ(n, 0) << "the server did not close a silent connection within 5 s";
+  EXPECT_LT(waited_s, 4.0);
+}
+
+// One response read off fd: the head, then Content-Length bytes of body. "" when the server closed first.
+std::string read_response(int fd) {
+  std::string data;
+  char c;
+  while (data.size() < 4 || data.compare(data.size() - 4, 4, "\r\n\r\n") != 0) {
+    if (::recv(fd, &c, 1, 0) != 1) return "";
+    data += c;
+  }
+  const auto at = data.find("Content-Length: ");
+  size_t length = at == std::string::npos ? 0 : std::stoul(data.substr(at + 16));
+  std::string body(length, '\0');
+  for (size_t got = 0; got < length;) {
+    const ssize_t n = ::recv(fd, body.data() + got, length - got, 0);
+    if (n <= 0) return "";
+    got += static_cast<size_t>(n);
+  }
+  return data + body;
+}
+
+TEST(UiServer, ConnectionIsClosedAfterTheRequestLimit) {
+  web::ServerOptions options;
+  options.max_requests_per_connection = 3;
+  RunningServer s(options);
+  const int fd = connect_to(s.port());
+  ASSERT_GE(fd, 0);
+  timeval timeout{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  const std::string request = "GET /api/schema HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  int answered = 0;
+  for (int i = 0; i < 5; ++i) {
+    if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(request.size())) break;
+    const std::string response = read_response(fd);
+    if (response.rfind("HTTP/1.1 200", 0) != 0) break;
+    ++answered;
+  }
+  ::close(fd);
+  EXPECT_EQ(answered, 3);
+}
+
+// Sends `head` and then a byte every 100 ms for up to 20 s on a thread; stops when the server closes the
+// connection. seconds() is how long the server kept it.
+class Trickler {
+ public:
+  Trickler(int port, std::string head) : fd_(connect_to(port)), start_(std::chrono::steady_clock::now()) {
+    thread_ = std::thread([this, head] {
+      if (fd_ < 0) return;
+      ::send(fd_, head.data(), head.size(), MSG_NOSIGNAL);
+      for (int i = 0; i < 200 && !stop_; ++i) {
+        if (::send(fd_, "a", 1, MSG_NOSIGNAL) != 1) break;  // the server closed it
+        pollfd p{fd_, POLLIN, 0};
+        if (::poll(&p, 1, 100) > 0) {
+          char buf[4096];
+          if (::recv(fd_, buf, sizeof(buf), MSG_DONTWAIT) == 0) break;  // closed (an answer may come first)
+        }
+      }
+      seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    });
+  }
+  ~Trickler() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+    if (fd_ >= 0) ::close(fd_);
+  }
+  // Waits until the server has closed the connection (or 20 s have passed).
+  double seconds() {
+    if (thread_.joinable()) thread_.join();
+    return seconds_;
+  }
+
+ private:
+  int fd_;
+  std::chrono::steady_clock::time_point start_;
+  std::atomic<bool> stop_{false};
+  double seconds_ = 0;
+  std::thread thread_;
+};
+
+TEST(UiServer, ClientThatTricklesItsHeadIsDroppedAtTheRequestTimeout) {
+  if (!web::kRequestDeadlineEnforced) GTEST_SKIP() << "this cpp-httplib has no per-request deadline in Volt";
+  web::ServerOptions options;
+  options.request_timeout_s = 1;
+  RunningServer s(options);
+  Trickler slow(s.port(), "GET /api/schema HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ");
+  const double held = slow.seconds();
+  EXPECT_GT(held, 0.8);
+  EXPECT_LT(held, 3.0) << "a client that kept sending a byte every 100 ms held its worker for " << held << " s";
+}
+
+TEST(UiServer, ClientThatTricklesItsBodyIsDroppedAtTheRequestTimeout) {
+  if (!web::kRequestDeadlineEnforced) GTEST_SKIP() << "this cpp-httplib has no per-request deadline in Volt";
+  web::ServerOptions options;
+  options.request_timeout_s = 1;
+  RunningServer s(options);
+  Trickler slow(s.port(),
+                "POST /api/validate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                "Content-Length: 1000\r\n\r\n");
+  EXPECT_LT(slow.seconds(), 3.0);
+}
+
+TEST(UiServer, StopIsNotHeldUpByATricklingClient) {
+  // Without the deadline (cpp-httplib other than 0.11) stop() waits for the trickler: 25 s with 0.18.7.
+  if (!web::kRequestDeadlineEnforced) GTEST_SKIP() << "this cpp-httplib has no per-request deadline in Volt";
+  web::ServerOptions options;
+  options.request_timeout_s = 1;
+  auto s = std::make_unique<RunningServer>(options);
+  Trickler slow(s->port(), "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ");
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const auto start = std::chrono::steady_clock::now();
+  s.reset();  // stop() and join serve()
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(took, 3.0);
+}
+
+TEST(UiServer, PipelinedRequestsAreAllAnswered) {
+  RunningServer s;
+  const int fd = connect_to(s.port());
+  ASSERT_GE(fd, 0);
+  timeval timeout{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  std::string requests;
+  for (int i = 0; i < 4; ++i) requests += "GET /api/schema HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  requests += "GET /api/schema HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+  ASSERT_EQ(::send(fd, requests.data(), requests.size(), MSG_NOSIGNAL), static_cast<ssize_t>(requests.size()));
+  int answered = 0;
+  while (read_response(fd).rfind("HTTP/1.1 200", 0) == 0) ++answered;
+  ::close(fd);
+  if (!web::kRequestDeadlineEnforced) GTEST_SKIP() << "cpp-httplib's own loop drops pipelined requests";
+  EXPECT_EQ(answered, 5);
+}
+
+TEST(UiServer, NonNumericContentLengthIs400NamingIt) {
+  RunningServer s;
+  const int fd = connect_to(s.port());
+  ASSERT_GE(fd, 0);
+  timeval timeout{3, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  const std::string head =
+      "POST /api/render HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+      "Content-Length: 12abc\r\n\r\n";
+  ASSERT_EQ(::send(fd, head.data(), head.size(), MSG_NOSIGNAL), static_cast<ssize_t>(head.size()));
+  std::string answer;
+  char buf[4096];
+  for (ssize_t n; (n = ::recv(fd, buf, sizeof(buf), 0)) > 0;) answer.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  EXPECT_EQ(answer.rfind("HTTP/1.1 400", 0), 0u) << answer;
+}
+
+TEST(UiServer, BadLimitsAreRejected) {
+  web::ServerOptions none;
+  none.worker_threads = 0;
+  EXPECT_THROW(web::Server{none}, std::invalid_argument);
+  web::ServerOptions no_timeout;
+  no_timeout.io_timeout_s = 0;
+  EXPECT_THROW(web::Server{no_timeout}, std::invalid_argument);
+  web::ServerOptions no_deadline;
+  no_deadline.request_timeout_s = -1;
+  EXPECT_THROW(web::Server{no_deadline}, std::invalid_argument);
 }

@@ -6,6 +6,7 @@
 #include "launch_command.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -17,6 +18,9 @@
 #include <vector>
 
 #include "volt/core/error.h"
+#include "volt/core/input_file.h"
+#include "volt/core/numbers.h"
+#include "volt/core/printable.h"
 #include "volt/environments/default_environment.h"
 #include "volt/strategies/worker_group.h"
 
@@ -43,25 +47,31 @@ extern "C" void forward(int sig) {
 }
 
 int64_t parse_int(const std::string& flag, const std::string& value, int64_t min, int64_t max) {
-  size_t used = 0;
-  int64_t v = 0;
-  try {
-    v = std::stoll(value, &used);
-  } catch (...) {
-    used = 0;
+  const auto n = volt::numbers::parse_int(value, min, max);
+  if (!n) {
+    throw volt::ConfigError(flag + " '" + volt::printable(value) + "' is not valid: it " + n.problem +
+                            "; use a whole number from " + std::to_string(min) + " to " + std::to_string(max) + ".");
   }
-  if (used != value.size() || value.empty() || v < min || v > max) {
-    throw volt::ConfigError(flag + " " + value + " is not valid: use a whole number from " + std::to_string(min) +
-                            " to " + std::to_string(max) + ".");
-  }
-  return v;
+  return *n.value;
 }
 
 /// PROGRAM as a path: as given when it holds a '/', else found on PATH.
+// True for a regular file this user may execute (a folder passes access(X_OK) too).
+bool is_executable_file(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
 std::string resolve_program(const std::string& program) {
+  if (program.empty()) throw volt::ConfigError("the program after -- is an empty word; give its path or name.");
   if (program.find('/') != std::string::npos) {
-    if (::access(program.c_str(), X_OK) != 0) {
-      throw volt::ConfigError("the program '" + program + "' does not exist or is not executable.");
+    if (const std::string problem = volt::input_file_problem(program); !problem.empty()) {
+      throw volt::ConfigError("the program '" + volt::printable(program) + "' " + problem +
+                              "; give the path of "
+                              "the program to start, e.g. ./build/train.");
+    }
+    if (!is_executable_file(program)) {
+      throw volt::ConfigError("the program '" + volt::printable(program) + "' is not executable (chmod +x it).");
     }
     return program;
   }
@@ -72,11 +82,12 @@ std::string resolve_program(const std::string& program) {
     const size_t end = dirs.find(':', start);
     const std::string dir = dirs.substr(start, end == std::string::npos ? std::string::npos : end - start);
     const std::string candidate = (dir.empty() ? "." : dir) + "/" + program;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    if (is_executable_file(candidate)) return candidate;
     if (end == std::string::npos) break;
     start = end + 1;
   }
-  throw volt::ConfigError("the program '" + program + "' is not on PATH. Give its path, e.g. ./build/" + program + ".");
+  throw volt::ConfigError("the program '" + volt::printable(program) +
+                          "' is not on PATH. Give its path, e.g. ./build/" + volt::printable(program) + ".");
 }
 
 }  // namespace
@@ -106,7 +117,8 @@ int cmd_launch(int argc, char** argv) {
       if (i + 1 >= argc) throw volt::ConfigError(a + " needs a value.\n" + kLaunchUsage);
       value = argv[++i];
     } else {
-      throw volt::ConfigError("'" + a + "' is not an option of volt launch; put the program after --, e.g. "
+      throw volt::ConfigError("'" + volt::printable(a) +
+                              "' is not an option of volt launch; put the program after --, e.g. "
                               "volt launch --nproc-per-node 2 -- ./train --config config.yaml");
     }
     if (key == "--nproc-per-node" || key == "--nproc_per_node") {
@@ -116,6 +128,12 @@ int cmd_launch(int argc, char** argv) {
     } else if (key == "--node-rank" || key == "--node_rank") {
       node_rank = parse_int(key, value, 0, 65535);
     } else if (key == "--master-addr" || key == "--master_addr") {
+      // An empty address would reach the ranks as MASTER_ADDR= and fail in each of them, later.
+      if (value.empty() || value.find_first_of(" \t\n") != std::string::npos) {
+        throw volt::ConfigError(key + " '" + volt::printable(value) +
+                                "' is not an address: give node 0's host name or IP address, e.g. --master-addr "
+                                "10.0.0.1 (leave the flag out on one node: 127.0.0.1).");
+      }
       master_addr = value;
       addr_given = true;
     } else if (key == "--master-port" || key == "--master_port") {
@@ -123,7 +141,7 @@ int cmd_launch(int argc, char** argv) {
     } else if (key == "--stop-timeout") {
       stop_timeout = parse_int(key, value, 1, 86400);
     } else {
-      throw volt::ConfigError("unknown option " + key + " for volt launch.\n" + kLaunchUsage);
+      throw volt::ConfigError("unknown option " + volt::printable(key) + " for volt launch.\n" + kLaunchUsage);
     }
   }
   if (i >= argc) throw volt::ConfigError("no program to launch: give it after --.\n" + std::string(kLaunchUsage));

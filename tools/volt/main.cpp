@@ -18,15 +18,18 @@
 
 #include <nlohmann/json.hpp>
 
+#include "launch_command.h"
 #include "volt/accelerators/hardware_probe.h"
 #include "volt/checkpoint_io/safetensors.h"
 #include "volt/checkpoint_io/torch_checkpoint_io.h"
 #include "volt/connectors/accelerator_connector.h"
 #include "volt/core/compat.h"
 #include "volt/core/error.h"
+#include "volt/core/input_file.h"
+#include "volt/core/numbers.h"
+#include "volt/core/printable.h"
 #include "volt/core/version.h"
 #include "volt/trainer/trainer.h"
-#include "launch_command.h"
 
 namespace {
 
@@ -71,26 +74,38 @@ constexpr const char* kPlanUsage =
     "Resolves Trainer flags in this environment (its variables: torchrun, SLURM, ...) into the hardware plan.\n"
     "--devices takes 2, -1, auto, \"0,1\", \"1,\" or [0,1]. --assume replaces this machine's hardware probe.\n";
 
+// Far more machines than any job has; keeps nodes times devices from overflowing.
+constexpr int64_t kMaxNodes = 1000000;
+
+// JSON text of j; text that is not UTF-8 (a file name, a value from the command line) is shown with
+// U+FFFD instead of making the JSON writer throw.
+std::string dump(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 int cmd_plan(int argc, char** argv) {
   volt::TrainerOptions options;
   std::string assume;
-  bool json = false;
+  // --json is known before any error, so that every error comes out as JSON with it.
+  const bool json = std::any_of(argv + 1, argv + argc, [](const char* a) { return std::strcmp(a, "--json") == 0; });
   try {
     for (int i = 1; i < argc; ++i) {
       std::string arg = argv[i];
       std::string value;
+      bool has_value = false;  // --flag=VALUE, VALUE possibly empty (which must not take the next word)
       const auto eq = arg.find('=');
       if (arg.rfind("--", 0) == 0 && eq != std::string::npos) {
         value = arg.substr(eq + 1);
         arg = arg.substr(0, eq);
+        has_value = true;
       }
       auto next = [&]() -> std::string {
-        if (!value.empty()) return value;
+        if (has_value) return value;
         if (i + 1 >= argc) throw volt::ConfigError(arg + " needs a value. " + std::string(kPlanUsage));
         return argv[++i];
       };
       if (arg == "--json") {
-        json = true;
+        continue;
       } else if (arg == "--help" || arg == "-h") {
         std::cout << kPlanUsage;
         return 0;
@@ -104,16 +119,17 @@ int cmd_plan(int argc, char** argv) {
         options.precision = next();
       } else if (arg == "--num-nodes") {
         const std::string v = next();
-        if (v.empty() || v.find_first_not_of("-0123456789") != std::string::npos) {
-          throw volt::ConfigError("--num-nodes expects an integer, got '" + v + "'.");
-        }
-        options.num_nodes = std::stoll(v);
+        const auto n = volt::numbers::parse_int(v, 1, kMaxNodes);
+        if (!n)
+          throw volt::ConfigError("--num-nodes expects a whole number of nodes, got '" + v + "', which " + n.problem +
+                                  ".");
+        options.num_nodes = *n.value;
       } else if (arg == "--cluster-environment") {
         options.cluster_environment = next();
       } else if (arg == "--assume") {
         assume = next();
       } else {
-        throw volt::ConfigError("unknown option '" + arg + "'. " + std::string(kPlanUsage));
+        throw volt::ConfigError("unknown option '" + volt::printable(arg) + "'. " + std::string(kPlanUsage));
       }
     }
     const volt::Environ env = volt::Environ::current();
@@ -126,9 +142,12 @@ int cmd_plan(int argc, char** argv) {
       std::cout << connector.plan().describe();
     }
     return 0;
-  } catch (const volt::Error& e) {
+  } catch (const std::exception& e) {
+    // A volt::Error is the rule; anything else (a parser below that lets std::out_of_range through) is still
+    // a refusal with its message, never an abort.
+    const auto* volt_error = dynamic_cast<const volt::Error*>(&e);
     if (json) {
-      std::cout << nlohmann::json{{"error", e.what()}, {"kind", error_kind(e)}}.dump() << "\n";
+      std::cout << dump({{"error", e.what()}, {"kind", volt_error ? error_kind(*volt_error) : "Error"}}) << "\n";
     } else {
       std::cerr << "volt plan: " << e.what() << "\n";
     }
@@ -185,7 +204,7 @@ bool has_suffix(const std::string& s, const std::string& suffix) {
 }
 
 std::string number_string(const nlohmann::json& j) {
-  if (!j.is_number_float()) return j.dump();
+  if (!j.is_number_float()) return dump(j);
   std::ostringstream out;
   out << j.get<double>();
   return out.str();
@@ -230,16 +249,15 @@ void inspect_safetensors(const std::string& path, bool json) {
   int64_t parameters = 0;
   for (const auto& r : rows) parameters += r.numel;
   if (json) {
-    std::cout << nlohmann::json{{"kind", "safetensors"},
-                                {"path", path},
-                                {"metadata", file.metadata},
-                                {"tensors", rows_json(rows)},
-                                {"totals", totals_json(rows, parameters)}}
-                     .dump()
+    std::cout << dump({{"kind", "safetensors"},
+                       {"path", volt::printable(path)},
+                       {"metadata", file.metadata},
+                       {"tensors", rows_json(rows)},
+                       {"totals", totals_json(rows, parameters)}})
               << "\n";
     return;
   }
-  std::cout << path << ": safetensors weights\n";
+  std::cout << volt::printable(path) << ": safetensors weights\n";
   for (const auto& [key, value] : file.metadata) std::cout << "  " << key << ": " << value << "\n";
   print_tensor_table(rows, parameters, "");
 }
@@ -256,10 +274,12 @@ void inspect_checkpoint(const std::string& path, bool json) {
   if (json) {
     nlohmann::json blobs = nlohmann::json::array();
     for (const auto& [name, bytes] : ckpt.blobs) blobs.push_back({{"name", name}, {"bytes", bytes.size()}});
-    std::cout << nlohmann::json{{"kind", "checkpoint"}, {"path", path},
-                                {"meta", meta},         {"tensors", rows_json(rows)},
-                                {"blobs", blobs},       {"totals", totals_json(rows, parameters)}}
-                     .dump()
+    std::cout << dump({{"kind", "checkpoint"},
+                       {"path", volt::printable(path)},
+                       {"meta", meta},
+                       {"tensors", rows_json(rows)},
+                       {"blobs", blobs},
+                       {"totals", totals_json(rows, parameters)}})
               << "\n";
     return;
   }
@@ -267,8 +287,8 @@ void inspect_checkpoint(const std::string& path, bool json) {
   auto text = [&](const char* key) {
     return meta.contains(key) && meta[key].is_string() ? meta[key].get<std::string>() : std::string("?");
   };
-  std::cout << path << ": Volt checkpoint (format " << field("format_version") << ", Volt " << text("volt_version")
-            << ", LibTorch " << text("torch_version") << ")\n";
+  std::cout << volt::printable(path) << ": Volt checkpoint (format " << field("format_version") << ", Volt "
+            << text("volt_version") << ", LibTorch " << text("torch_version") << ")\n";
   std::cout << "  epoch " << field("epoch") << ", global step " << field("global_step")
             << (meta.value("weights_only", false) ? ", weights only" : "") << "\n";
   const auto metrics = meta.value("metrics", nlohmann::json::object());
@@ -278,7 +298,7 @@ void inspect_checkpoint(const std::string& path, bool json) {
     std::cout << "\n";
   }
   const auto hparams = meta.value("hyper_parameters", nlohmann::json::object());
-  if (!hparams.is_null() && !hparams.empty()) std::cout << "  hyper_parameters: " << hparams.dump() << "\n";
+  if (!hparams.is_null() && !hparams.empty()) std::cout << "  hyper_parameters: " << dump(hparams) << "\n";
   print_tensor_table(rows, parameters, " (state_dict)");
   if (!ckpt.blobs.empty()) {
     std::cout << "\noptimizer state:\n";
@@ -299,15 +319,16 @@ int cmd_inspect(int argc, char** argv) {
         std::cout << kInspectUsage;
         return 0;
       } else if (arg.rfind("--", 0) == 0 || !path.empty()) {
-        throw volt::ConfigError("unexpected argument '" + arg + "'. " + std::string(kInspectUsage));
+        throw volt::ConfigError("unexpected argument '" + volt::printable(arg) + "'. " + std::string(kInspectUsage));
       } else {
         path = arg;
       }
     }
     if (path.empty()) throw volt::ConfigError(std::string("volt inspect needs a FILE. ") + kInspectUsage);
-    if (std::filesystem::is_directory(path)) {
-      throw volt::CheckpointError("'" + path +
-                                  "' is a folder; volt inspect reads one checkpoint or .safetensors file.");
+    // Before anything opens it: a FIFO would block the reader, a device never end.
+    if (const std::string problem = volt::input_file_problem(path); !problem.empty()) {
+      throw volt::CheckpointError("'" + volt::printable(path) + "' " + problem +
+                                  "; volt inspect reads one checkpoint or .safetensors file.");
     }
     if (has_suffix(path, ".safetensors") || looks_like_safetensors(path)) {
       inspect_safetensors(path, json);
@@ -320,7 +341,7 @@ int cmd_inspect(int argc, char** argv) {
     const auto* volt_error = dynamic_cast<const volt::Error*>(&e);
     const char* kind = volt_error ? error_kind(*volt_error) : "CheckpointError";
     if (json) {
-      std::cout << nlohmann::json{{"error", e.what()}, {"kind", kind}}.dump() << "\n";
+      std::cout << dump({{"error", e.what()}, {"kind", kind}}) << "\n";
     } else {
       std::cerr << "volt inspect: " << e.what() << "\n";
     }

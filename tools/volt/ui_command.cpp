@@ -12,6 +12,8 @@
 #include <string>
 #include <thread>
 
+#include "volt/core/numbers.h"
+#include "volt/core/printable.h"
 #include "volt/generator/web/server.h"
 
 extern char** environ;
@@ -60,17 +62,20 @@ int cmd_ui(int argc, char** argv) {
         std::cout << kUiUsage;
         return 0;
       } else if (arg == "--open") {
+        if (has_value) throw std::invalid_argument("--open takes no value, got '" + volt::printable(argv[i]) + "'");
         open = true;
       } else if (arg == "--host") {
         options.host = next();
       } else if (arg == "--port") {
         const std::string v = next();
-        if (v.empty() || v.size() > 5 || v.find_first_not_of("0123456789") != std::string::npos) {
-          throw std::invalid_argument("--port expects a number from 0 to 65535, got '" + v + "'");
+        const auto port = volt::numbers::parse_int(v, 0, 65535);
+        if (!port) {
+          throw std::invalid_argument("--port '" + volt::printable(v) + "' is not a TCP port: it " + port.problem +
+                                      "; use 1..65535, or 0 for any free port");
         }
-        options.port = std::stoi(v);
+        options.port = static_cast<int>(*port.value);
       } else {
-        throw std::invalid_argument("unknown option '" + arg + "'");
+        throw std::invalid_argument("unknown option '" + volt::printable(arg) + "'");
       }
     } catch (const std::invalid_argument& e) {
       std::cerr << "volt ui: " << e.what() << "\n" << kUiUsage;

@@ -294,7 +294,7 @@ test('a hand-edited link with an unknown option or a bad value shows the generat
   assert.match(await other.textContent('#banner'), /colour: unknown option/);
   await other.click('#tab-Training');
   const lr = await fieldState(other, 'lr');
-  assert.match(lr.error, /expects a number, got 'fast'/);
+  assert.match(lr.error, /expects a number from 1e-08 to 10.0, got 'fast'/);
   assert.equal(await other.isDisabled('#download-notebook'), true);
   await other.close();
 });
@@ -343,5 +343,5 @@ test('volt ui on another address than loopback warns, and rejects a bad port', a
   let badErr = '';
   bad.stderr.on('data', (d) => { badErr += d; });
   assert.equal(await new Promise((resolve) => bad.on('exit', resolve)), 2);
-  assert.match(badErr, /--port expects a number from 0 to 65535, got 'eighty'/);
+  assert.match(badErr, /--port 'eighty' is not a TCP port: it is not a whole number/);
 });

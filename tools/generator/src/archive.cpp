@@ -11,8 +11,9 @@
 
 #include <zlib.h>
 
-#include "volt/generator/generator.h"
 #include "generator_internal.h"
+#include "volt/core/printable.h"
+#include "volt/generator/generator.h"
 
 namespace volt::generator {
 
@@ -20,7 +21,7 @@ namespace fs = std::filesystem;
 
 bool validate_name(const std::string& name, std::vector<Problem>& errors) {
   const auto bad = [&](const std::string& why) {
-    errors.push_back({"name", "'" + name + "' " + why +
+    errors.push_back({"name", "'" + printable(name) + "' " + why +
                                   "; a project name is a letter, then letters, digits, '_' or '-' (64 at most), "
                                   "e.g. fashion_cnn"});
     return false;
@@ -30,7 +31,7 @@ bool validate_name(const std::string& name, std::vector<Problem>& errors) {
   if (!std::isalpha(static_cast<unsigned char>(name[0]))) return bad("does not start with a letter");
   for (const char c : name) {
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-') {
-      return bad(std::string("contains '") + c + "'");
+      return bad("contains '" + printable(std::string(1, c)) + "'");
     }
   }
   return true;

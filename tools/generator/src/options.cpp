@@ -4,8 +4,10 @@
 #include <set>
 #include <sstream>
 
-#include "volt/generator/generator.h"
 #include "generator_internal.h"
+#include "volt/core/numbers.h"
+#include "volt/core/printable.h"
+#include "volt/generator/generator.h"
 
 namespace volt::generator {
 
@@ -40,6 +42,14 @@ std::string join(const json& choices) {
 
 std::string show(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
+std::string expected_kind(const json& spec) {
+  const std::string type = spec["type"];
+  if (type == "bool") return "true or false";
+  if (type == "int") return "an integer";
+  if (type == "number") return "a number";
+  return "text";
+}
+
 // Values from a command line or a web form arrive as text: read them as the schema's type.
 bool coerce(const json& spec, const json& given, json& out, std::string& why) {
   const std::string type = spec["type"];
@@ -49,14 +59,14 @@ bool coerce(const json& spec, const json& given, json& out, std::string& why) {
     } else if (given.is_number_integer() && type == "enum") {
       out = given.dump();
     } else {
-      why = "expects text, got " + given.dump();
+      why = "expects text, got " + given.dump(-1, ' ', false, json::error_handler_t::replace);
       return false;
     }
     if (type == "enum") {
       for (const auto& c : spec["choices"]) {
         if (c == out) return true;
       }
-      why = "'" + show(out) + "' is not one of: " + join(spec["choices"]);
+      why = "'" + printable(show(out)) + "' is not one of: " + join(spec["choices"]);
       return false;
     }
     return true;
@@ -73,57 +83,69 @@ bool coerce(const json& spec, const json& given, json& out, std::string& why) {
       if (no.count(s)) out = false;
       if (!out.is_null()) return true;
     }
-    why = "expects true or false, got " + given.dump();
+    why = "expects true or false, got " + (given.is_string()
+                                               ? "'" + printable(given.get<std::string>()) + "'"
+                                               : given.dump(-1, ' ', false, json::error_handler_t::replace));
     return false;
   }
+  // Numbers: one parser (volt::numbers) for text; a JSON number is checked against the range as given, so the
+  // message shows the value the user sent (a seed of 2^64 is not shown wrapped to a negative number).
+  const double lo = spec.contains("min") ? spec["min"].get<double>() : -9.2e18;
+  const double hi = spec.contains("max") ? spec["max"].get<double>() : 9.2e18;
+  const auto out_of_range = [&](double v) {
+    why = printable(given.is_string() ? given.get<std::string>() : given.dump()) +
+          (v < lo ? " is below the minimum " + spec.value("min", json(lo)).dump()
+                  : " is above the maximum " + spec.value("max", json(hi)).dump());
+    return false;
+  };
   if (type == "int") {
-    if (given.is_number_integer()) {
-      out = given.get<int64_t>();
-    } else if (given.is_number_float() && std::floor(given.get<double>()) == given.get<double>()) {
-      out = static_cast<int64_t>(given.get<double>());
-    } else if (given.is_string()) {
-      const std::string s = given;
-      size_t used = 0;
-      try {
-        out = static_cast<int64_t>(std::stoll(s, &used));
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (s.empty() || used != s.size()) {
-        why = "expects an integer, got '" + s + "'";
+    if (given.is_number_unsigned()) {
+      const uint64_t u = given.get<uint64_t>();
+      if (static_cast<double>(u) < lo || static_cast<double>(u) > hi) return out_of_range(static_cast<double>(u));
+      out = static_cast<int64_t>(u);
+    } else if (given.is_number_integer()) {
+      const int64_t i = given.get<int64_t>();
+      if (static_cast<double>(i) < lo || static_cast<double>(i) > hi) return out_of_range(static_cast<double>(i));
+      out = i;
+    } else if (given.is_number_float()) {
+      const double d = given.get<double>();
+      if (std::floor(d) != d) {
+        why = "expects an integer, got " + given.dump();
         return false;
       }
-    } else {
-      why = "expects an integer, got " + given.dump();
-      return false;
-    }
-  } else {  // number
-    if (given.is_number()) {
-      out = given.get<double>();
+      if (d < lo || d > hi) return out_of_range(d);
+      out = static_cast<int64_t>(d);
     } else if (given.is_string()) {
       const std::string s = given;
-      size_t used = 0;
-      try {
-        out = std::stod(s, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (s.empty() || used != s.size() || !std::isfinite(out.get<double>())) {
-        why = "expects a number, got '" + s + "'";
+      const auto n = numbers::parse_int(s, static_cast<int64_t>(lo), static_cast<int64_t>(hi));
+      if (!n) {
+        why = "expects an integer from " + spec.value("min", json(lo)).dump() + " to " +
+              spec.value("max", json(hi)).dump() + ", got '" + printable(s) + "', which " + n.problem;
         return false;
       }
+      out = *n.value;
     } else {
-      why = "expects a number, got " + given.dump();
+      why = "expects an integer, got " + printable(given.dump(-1, ' ', false, json::error_handler_t::replace));
       return false;
     }
+    return true;
   }
-  const double v = out.get<double>();
-  if (spec.contains("min") && v < spec["min"].get<double>()) {
-    why = show(out) + " is below the minimum " + spec["min"].dump();
-    return false;
-  }
-  if (spec.contains("max") && v > spec["max"].get<double>()) {
-    why = show(out) + " is above the maximum " + spec["max"].dump();
+  // number
+  if (given.is_number()) {
+    const double d = given.get<double>();
+    if (d < lo || d > hi) return out_of_range(d);
+    out = d;
+  } else if (given.is_string()) {
+    const std::string s = given;
+    const auto d = numbers::parse_double(s, lo, hi);
+    if (!d) {
+      why = "expects a number from " + spec.value("min", json(lo)).dump() + " to " +
+            spec.value("max", json(hi)).dump() + ", got '" + printable(s) + "', which " + d.problem;
+      return false;
+    }
+    out = *d.value;
+  } else {
+    why = "expects a number, got " + printable(given.dump(-1, ' ', false, json::error_handler_t::replace));
     return false;
   }
   return true;
@@ -231,10 +253,15 @@ Validation validate(const json& input) {
   for (const auto& [key, value] : input.items()) {
     const auto spec = std::find_if(schema.begin(), schema.end(), [&](const json& s) { return s["key"] == key; });
     if (spec == schema.end()) {
-      v.errors.push_back({key, "unknown option; the options are: " + known});
+      v.errors.push_back({printable(key), "unknown option; the options are: " + known});
       continue;
     }
-    if (value.is_null()) continue;
+    if (value.is_null()) {
+      // Not "the default": a form or file that sends null for a field has lost its value somewhere.
+      v.errors.push_back({key, "expects " + expected_kind(*spec) + ", got null; leave the option out to get its " +
+                                   "default (" + show((*spec)["default"]) + ")"});
+      continue;
+    }
     json out;
     std::string why;
     if (coerce(*spec, value, out, why)) {
@@ -343,7 +370,8 @@ Validation validate(const json& input) {
                                              " needs the address of node 0 that every node can reach, e.g. "
                                              "--master-addr 10.0.0.1 (and --master-port, default 29500)"});
     } else if (addr == "localhost" || addr.rfind("127.", 0) == 0) {
-      v.errors.push_back({"master_addr", addr + " is this machine only; with nnodes=" + std::to_string(nnodes) +
+      v.errors.push_back({"master_addr", printable(addr) +
+                                             " is this machine only; with nnodes=" + std::to_string(nnodes) +
                                              " give node 0's address on the network, e.g. 10.0.0.1"});
     }
   }

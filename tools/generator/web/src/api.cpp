@@ -4,10 +4,12 @@
 #include <exception>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "embedded_assets.h"
+#include "volt/core/strict_json.h"
 #include "volt/generator/generator.h"
 
 namespace volt::generator::web {
@@ -98,8 +100,23 @@ Parsed parse_options(const Request& request) {
                  (request.content_type.empty() ? std::string("no Content-Type") : "'" + request.content_type + "'"));
     return out;
   }
-  json body = json::parse(request.body, nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded()) {
+  // A JSON parser keeps the last of two equal keys, and a value nested very deep overflows the stack when it
+  // is printed or copied: a body that sets an option twice or nests deeper than 16 levels is refused.
+  json body;
+  try {
+    body = parse_strict_json(request.body, 16);
+  } catch (const StrictJsonError& e) {
+    if (e.kind == StrictJsonError::Kind::kTooDeep) {
+      out.error = error_response(400, "the body is nested deeper than " + std::to_string(e.depth) +
+                                          " levels; send the options as one flat JSON object");
+      return out;
+    }
+    const std::string key = e.key;
+    out.error = json_response(
+        400, {{"error", "the body sets '" + key + "' twice; send each option once"},
+              {"problems", json::array({{{"option", key}, {"message", "set twice in the body; send it once"}}})}});
+    return out;
+  } catch (const json::exception&) {
     out.error = error_response(400,
                                "the body is not valid JSON; send the options as one JSON object, e.g. "
                                "{\"template\": \"image-classification\", \"max_epochs\": 3}");

@@ -2,6 +2,10 @@
 
 #include <httplib.h>
 
+#include "bounded_server.h"
+#include "volt/core/numbers.h"
+#include "volt/core/printable.h"
+
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -12,13 +16,25 @@
 
 namespace volt::generator::web {
 
+const bool kRequestDeadlineEnforced = detail::kRequestDeadline;
+
 bool is_loopback_host(const std::string& host) {
   return host == "localhost" || host == "::1" || host == "[::1]" || host.rfind("127.", 0) == 0;
 }
 
+detail::ConnectionLimits limits_of(const ServerOptions& o) {
+  detail::ConnectionLimits limits;
+  limits.io_timeout = std::chrono::seconds(o.io_timeout_s);
+  limits.request_timeout = std::chrono::seconds(o.request_timeout_s);
+  limits.keep_alive = std::chrono::seconds(1);
+  limits.max_requests = o.max_requests_per_connection;
+  return limits;
+}
+
 struct Server::Impl {
+  explicit Impl(ServerOptions o) : options(std::move(o)), http(limits_of(options)) {}
   ServerOptions options;
-  httplib::Server http;
+  detail::BoundedServer http;
   int port = -1;
   std::atomic<bool> stopped{false};
   std::atomic<bool> serving{false};
@@ -57,16 +73,42 @@ struct Server::Impl {
   }
 };
 
-Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>()) {
+namespace {
+
+ServerOptions checked(ServerOptions options) {
   if (options.host.empty()) throw std::invalid_argument("--host is empty; give an address such as 127.0.0.1");
   if (options.port < 0 || options.port > 65535) {
     throw std::invalid_argument("--port " + std::to_string(options.port) +
                                 " is not a TCP port; use 1..65535, or 0 for any free port");
   }
   if (options.max_body_bytes == 0) throw std::invalid_argument("max_body_bytes must be positive");
-  impl_->options = std::move(options);
+  if (options.worker_threads == 0 || options.worker_threads > 4096) {
+    throw std::invalid_argument("worker_threads " + std::to_string(options.worker_threads) +
+                                " is not a worker count; use 1..4096");
+  }
+  for (const auto& [name, value] : {std::pair<const char*, int>{"io_timeout_s", options.io_timeout_s},
+                                    std::pair<const char*, int>{"request_timeout_s", options.request_timeout_s}}) {
+    if (value <= 0 || value > 3600) {
+      throw std::invalid_argument(std::string(name) + " " + std::to_string(value) + " is not a timeout; use 1..3600");
+    }
+  }
+  if (options.max_requests_per_connection == 0) {
+    throw std::invalid_argument("max_requests_per_connection must be positive");
+  }
+  return options;
+}
+
+}  // namespace
+
+Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>(checked(std::move(options)))) {
   Impl* impl = impl_.get();
   impl->http.set_payload_max_length(impl->options.max_body_bytes);
+  // cpp-httplib serves one connection per worker thread, and its default pool has max(8, cores - 1) of them:
+  // 8 clients that send their headers a byte at a time held every worker, and the page stopped answering
+  // anyone. Many idle workers cost little (a thread each, blocked); a client holds at most one of them, and
+  // (BoundedServer) for at most request_timeout_s per request and max_requests_per_connection requests.
+  const size_t workers = impl->options.worker_threads;
+  impl->http.new_task_queue = [workers] { return new detail::WorkerPool(workers); };
   // A browser keeps its connections open; stop() waits for them, so keep-alive is short (Ctrl-C returns in ~1 s).
   impl->http.set_keep_alive_timeout(1);
   // cpp-httplib sets SO_REUSEPORT by default, which lets a second `volt ui` bind the same port silently and
@@ -81,14 +123,17 @@ Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>()) {
     Response out;
     const std::string host_header = req.get_header_value("Host");
     const std::string length = req.get_header_value("Content-Length");
+    const auto declared = volt::numbers::parse_uint(length, 0, impl->options.max_body_bytes);
     if (!impl->host_header_allowed(host_header)) {
-      out = error_response(
-          403, "this server answers only requests for 127.0.0.1 or localhost; Host was '" + host_header + "'");
-    } else if (!length.empty() && (length.size() > 18 || length.find_first_not_of("0123456789") != std::string::npos ||
-                                   std::stoull(length) > impl->options.max_body_bytes)) {
+      out = error_response(403, "this server answers only requests for 127.0.0.1 or localhost; Host was '" +
+                                    volt::printable(host_header) + "'");
+    } else if (!length.empty() && !declared && length.find_first_not_of("0123456789") == std::string::npos) {
       out = error_response(400, "the request body has " + length + " bytes; the limit is " +
                                     std::to_string(impl->options.max_body_bytes) +
                                     " bytes (a full set of options is well under 2 KiB)");
+    } else if (!length.empty() && !declared) {
+      out = error_response(400, "the Content-Length header '" + volt::printable(length) + "' " + declared.problem +
+                                    "; it must be the body's size in bytes");
     } else {
       return httplib::Server::HandlerResponse::Unhandled;
     }
