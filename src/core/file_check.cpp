@@ -2,8 +2,9 @@
 
 #include <sys/stat.h>
 
-#include <cstdio>
 #include <filesystem>
+
+#include "volt/core/printable.h"
 
 namespace volt {
 
@@ -33,49 +34,12 @@ const char* describe(FileKind kind) {
   return "unknown";
 }
 
-namespace {
-
-// Length of the valid UTF-8 sequence at s[i], or 0 when it is not one.
-size_t utf8_length(const std::string& s, size_t i) {
-  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned char c = b(i);
-  size_t n = 0;
-  unsigned min = 0;
-  unsigned cp = 0;
-  if (c < 0x80) return 1;
-  if ((c & 0xE0) == 0xC0) n = 2, min = 0x80, cp = c & 0x1F;
-  else if ((c & 0xF0) == 0xE0) n = 3, min = 0x800, cp = c & 0x0F;
-  else if ((c & 0xF8) == 0xF0) n = 4, min = 0x10000, cp = c & 0x07;
-  else return 0;
-  if (i + n > s.size()) return 0;
-  for (size_t k = 1; k < n; ++k) {
-    if ((b(i + k) & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (b(i + k) & 0x3F);
-  }
-  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;  // overlong, too big, surrogate
-  return n;
-}
-
-}  // namespace
-
 std::string quote_path(const std::string& path) {
+  // One escaping rule for text from users (printable.h), plus the quote that delimits it.
   std::string out = "'";
-  char hex[5];
-  for (size_t i = 0; i < path.size();) {
-    const auto c = static_cast<unsigned char>(path[i]);
-    const size_t n = utf8_length(path, i);
-    if (n == 0 || c < 0x20 || c == 0x7F) {
-      std::snprintf(hex, sizeof(hex), "\\x%02x", c);
-      out += hex;
-      ++i;
-    } else if (c == '\'' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-      ++i;
-    } else {
-      out.append(path, i, n);
-      i += n;
-    }
+  for (const char c : printable(path)) {
+    if (c == '\'') out += '\\';
+    out += c;
   }
   return out + "'";
 }

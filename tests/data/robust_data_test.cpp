@@ -149,7 +149,7 @@ TEST(FileCheck, QuotePathEscapesBytesThatAreNotUtf8AndControlCharacters) {
   EXPECT_EQ(volt::quote_path("a/b.ckpt"), "'a/b.ckpt'");
   EXPECT_EQ(volt::quote_path("caf\xc3\xa9"), "'caf\xc3\xa9'");  // valid UTF-8 stays
   EXPECT_EQ(volt::quote_path("x\xff" "y"), "'x\\xffy'");
-  EXPECT_EQ(volt::quote_path("new\nline"), "'new\\x0aline'");
+  EXPECT_EQ(volt::quote_path("new\nline"), "'new\\nline'");
   EXPECT_EQ(volt::quote_path("it's"), "'it\\'s'");
   EXPECT_EQ(volt::quote_path("\xc0\xaf"), "'\\xc0\\xaf'");  // overlong encoding of '/'
 }
