@@ -163,7 +163,8 @@ class ConformanceModule : public volt::Module {
       throw HarnessError("scheduler type " + s.value("type", "") + " is not one the harness knows (StepLR)");
     }
     volt::LRSchedulerConfig conf;
-    conf.scheduler = std::make_shared<volt::StepLR>(*opt, s.at("step_size").get<int64_t>(), s.at("gamma").get<double>());
+    conf.scheduler =
+        std::make_shared<volt::StepLR>(*opt, s.at("step_size").get<int64_t>(), s.at("gamma").get<double>());
     const std::string interval = s.value("interval", "epoch");
     if (interval != "epoch" && interval != "step") throw HarnessError("scheduler interval " + interval);
     conf.interval = interval == "step" ? volt::Interval::kStep : volt::Interval::kEpoch;
@@ -354,10 +355,17 @@ std::string error_kind(const std::exception& e) {
 }
 
 json empty_result(const std::string& name) {
-  return {{"name", name},          {"accepted", true},    {"error", ""},
-          {"train_batches_per_epoch", json::array()},     {"global_step", nullptr},
-          {"current_epoch", nullptr}, {"should_stop", nullptr}, {"sanity_batches", 0},
-          {"val_runs", json::array()}, {"early_stopping", nullptr}, {"best_model_paths", json::array()}};
+  return {{"name", name},
+          {"accepted", true},
+          {"error", ""},
+          {"train_batches_per_epoch", json::array()},
+          {"global_step", nullptr},
+          {"current_epoch", nullptr},
+          {"should_stop", nullptr},
+          {"sanity_batches", 0},
+          {"val_runs", json::array()},
+          {"early_stopping", nullptr},
+          {"best_model_paths", json::array()}};
 }
 
 json run_one(const json& cfg, const std::string& root) {
@@ -366,9 +374,8 @@ json run_one(const json& cfg, const std::string& root) {
   // Reading the configuration: a failure here is the harness's, not a refusal.
   ModelConfig model_cfg = model_config(cfg);
   const volt::TrainerOptions options = trainer_options(cfg.value("trainer", json::object()), root);
-  const std::string ckpt_path = cfg.contains("ckpt_path") && !cfg["ckpt_path"].is_null()
-                                    ? cfg["ckpt_path"].get<std::string>()
-                                    : std::string();
+  const std::string ckpt_path =
+      cfg.contains("ckpt_path") && !cfg["ckpt_path"].is_null() ? cfg["ckpt_path"].get<std::string>() : std::string();
   auto module = std::make_unique<ConformanceModule>(model_cfg);
   std::unique_ptr<volt::Trainer> trainer;
   try {
