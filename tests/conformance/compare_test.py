@@ -120,7 +120,7 @@ class ComparatorTest(unittest.TestCase):
         entry = {"config": "cfg", "observable": "global_step", "reason": "r", "doc": "No such heading"}
         ok, out = self.fx.run([entry])
         self.assertFalse(ok)
-        self.assertIn("has no section headed 'No such heading'", out)
+        self.assertIn("does not contain 'No such heading'", out)
         ok, out = self.fx.run([entry], docs=None)
         self.assertFalse(ok)
         self.assertIn("does not exist", out)
