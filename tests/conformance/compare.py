@@ -133,10 +133,12 @@ def load_known_entries(entries, config_names, docs_text, source="known_differenc
     return known, problems
 
 
-def compare_all(configs, results_dir, work_dir, known, problems=()):
-    """Prints the report; returns True when every difference is allow-listed and nothing is stale."""
+def compare_all(configs, results_dir, work_dir, known, problems=(), report_path=None):
+    """Prints the report (and writes it as JSON to report_path: per differing configuration its
+    differences); returns True when every difference is allow-listed and nothing is stale."""
     agree = allowed_only = differ = 0
     used = set()
+    report = {}
     for cfg in configs:
         name = cfg["name"]
         res = []
@@ -161,10 +163,12 @@ def compare_all(configs, results_dir, work_dir, known, problems=()):
         else:
             allowed_only += 1
             print(f"known   {name}")
+        report[name] = []
         for obs, text in diffs:
             entry = known.get((name, obs))
             tag = f" [known: {entry['reason']}]" if entry else ""
             print(f"    {obs}: {text}{tag}")
+            report[name].append({"observable": obs, "detail": text, "known": bool(entry)})
     stale = sorted(k for k in known if k not in used)
     for name, obs in stale:
         print(f"STALE   allow-list entry ({name}, {obs}): the configuration agrees there now; remove the entry")
@@ -174,6 +178,9 @@ def compare_all(configs, results_dir, work_dir, known, problems=()):
     print(f"conformance: {len(configs)} configurations: {agree} agree, {allowed_only} differ only as allow-listed, "
           f"{differ} differ, {len(stale)} stale allow-list entries, {len(problems)} allow-list problems: "
           f"{'PASS' if ok else 'FAIL'}")
+    if report_path:
+        common.write_json_atomic(report_path, {"differences": report, "stale": [list(k) for k in stale],
+                                               "problems": list(problems), "pass": ok})
     return ok
 
 

@@ -106,6 +106,20 @@ class ComparatorTest(unittest.TestCase):
         self.assertTrue(ok, out)
         self.assertIn("[known: sorted vs first use]", out)
 
+    def test_the_json_report_lists_each_difference_and_whether_it_is_known(self):
+        self.fx.write("lightning")
+        self.fx.write("volt", {"global_step": 9, "current_epoch": 0})
+        entry = {"config": "cfg", "observable": "current_epoch", "reason": "r", "doc": "CSV header order"}
+        known, problems = compare.load_known_entries([entry], {"cfg"}, DOCS)
+        path = os.path.join(self.tmp.name, "report.json")
+        with contextlib.redirect_stdout(io.StringIO()):
+            compare.compare_all([{"name": "cfg"}], self.fx.results, self.fx.work, known, problems, path)
+        with open(path) as f:
+            report = json.load(f)
+        self.assertFalse(report["pass"])
+        self.assertEqual([(d["observable"], d["known"]) for d in report["differences"]["cfg"]],
+                         [("global_step", False), ("current_epoch", True)])
+
     def test_a_stale_allow_list_entry_fails(self):
         self.fx.write("lightning")
         self.fx.write("volt")

@@ -125,7 +125,7 @@ def main():
     known, problems = compare.load_known(args.known, names, docs_text)
     if args.names:  # a partial run cannot call the other entries stale
         known = {k: v for k, v in known.items() if k[0] in args.names}
-    ok = compare.compare_all(configs, results, work, known, problems)
+    ok = compare.compare_all(configs, results, work, known, problems, os.path.join(work, "report.json"))
     print(f"run_conformance: {time.monotonic() - start:.1f} s in all")
     return 0 if ok else 1
 
