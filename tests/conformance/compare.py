@@ -97,7 +97,8 @@ def differences(lres, vres, lrun, vrun):
 
 
 def load_known(path, config_names, docs_text):
-    """known_differences.json: a list of {"config": name or [names], "observable", "reason", "doc"};
+    """known_differences.json: a list of {"config": name or [names], "observable": name or [names],
+    "reason", "doc"};
     "doc" is text of docs/lightning-differences.md (a heading or a table entry) that describes it.
     Returns ({(config, observable): entry}, [problems with the file])."""
     if not os.path.exists(path):
@@ -116,8 +117,10 @@ def load_known_entries(entries, config_names, docs_text, source="known_differenc
         if missing:
             problems.append(f"{where}: lacks {missing}")
             continue
-        if e["observable"] not in OBSERVABLES:
-            problems.append(f"{where}: observable {e['observable']!r} is not one of {list(OBSERVABLES)}")
+        observables = [e["observable"]] if isinstance(e["observable"], str) else e["observable"]
+        for obs in observables:
+            if obs not in OBSERVABLES:
+                problems.append(f"{where}: observable {obs!r} is not one of {list(OBSERVABLES)}")
         if docs_text is None:
             problems.append(f"{where}: docs/lightning-differences.md does not exist; each allowed difference "
                             f"must be described there (section {e['doc']!r})")
@@ -127,9 +130,10 @@ def load_known_entries(entries, config_names, docs_text, source="known_differenc
         for name in ([e["config"]] if isinstance(e["config"], str) else e["config"]):
             if name not in config_names:
                 problems.append(f"{where}: configuration {name!r} is not in configs.json")
-            if (name, e["observable"]) in known:
-                problems.append(f"{where}: ({name}, {e['observable']}) is listed twice")
-            known[(name, e["observable"])] = e
+            for obs in observables:
+                if (name, obs) in known:
+                    problems.append(f"{where}: ({name}, {obs}) is listed twice")
+                known[(name, obs)] = e
     return known, problems
 
 

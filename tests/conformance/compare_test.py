@@ -120,6 +120,17 @@ class ComparatorTest(unittest.TestCase):
         self.assertEqual([(d["observable"], d["known"]) for d in report["differences"]["cfg"]],
                          [("global_step", False), ("current_epoch", True)])
 
+    def test_one_entry_may_name_several_observables_and_each_must_still_differ(self):
+        self.fx.write("lightning")
+        self.fx.write("volt", {"global_step": 9, "current_epoch": 0})
+        entry = {"config": "cfg", "observable": ["global_step", "current_epoch"], "reason": "r",
+                 "doc": "CSV header order"}
+        self.assertTrue(self.fx.run([entry])[0])
+        self.fx.write("volt", {"global_step": 9})
+        ok, out = self.fx.run([entry])
+        self.assertFalse(ok)
+        self.assertIn("STALE   allow-list entry (cfg, current_epoch)", out)
+
     def test_a_stale_allow_list_entry_fails(self):
         self.fx.write("lightning")
         self.fx.write("volt")
