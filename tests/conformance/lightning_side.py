@@ -5,10 +5,7 @@ and writes one result JSON per configuration (the schema is in README.md).
 Run with /usr/bin/python3 and the oracle's PYTHONPATH (run_conformance.py does both):
     lightning_side.py CONFIGS WORKDIR OUTDIR [NAME ...]
 """
-import csv
-import json
 import logging
-import math
 import os
 import shutil
 import sys
