@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -276,6 +277,23 @@ TEST(LightningFidelity, ValidationStepValuesAreLoggedAtABatchCountThatContinuesA
   EXPECT_EQ(rows->epochs[0], 0);
 }
 
+TEST(LightningFidelity, AnUndefinedLossSkipsBackwardButTheOptimizerStepStillCounts) {
+  // Lightning: training_step returning None at batch 3 of 10 still ends with global_step 10
+  // and rows at steps 4 and 9.
+  ScratchDir dir;
+  class SkipsBatch3 : public ScriptedModule {
+    at::Tensor training_step(Batch& batch, StepContext& ctx) override {
+      if (ctx.batch_idx() == 3) return at::Tensor();
+      return BoringModule::training_step(batch, ctx);
+    }
+  } m;
+  auto rows = std::make_shared<RowLogger>();
+  Trainer trainer(fidelity_options(dir.path(), 1, 5), {}, {rows});
+  fit10(trainer, m);
+  EXPECT_EQ(trainer.global_step(), 10);
+  EXPECT_EQ(rows->rows, (std::vector<std::string>{"4:train_loss", "9:train_loss", "9:val_loss"}));
+}
+
 // --- 2. fractional val_check_interval ---
 
 TEST(LightningFidelity, FractionalValCheckIntervalThatDoesNotDivideTheEpochSkipsTheLastBatch) {
@@ -416,6 +434,18 @@ TEST(LightningFidelity, StrictEarlyStoppingFailsWhenMaxStepsEndsTheFirstEpochBef
     EXPECT_NE(std::string(e.what()).find("train_loss"), std::string::npos) << e.what();
   }
   EXPECT_EQ(m.val_steps, 0);
+}
+
+TEST(LightningFidelity, EarlyStoppingDoesNotCheckUnderFastDevRun) {
+  ScratchDir dir;
+  ScriptedModule m;
+  m.val_losses = {std::numeric_limits<double>::quiet_NaN()};
+  auto o = quiet_options(dir.path());
+  o.fast_dev_run = 2;
+  Trainer trainer(o, {early_stopping(0)});
+  fit10(trainer, m);
+  EXPECT_EQ(m.validations, 1);
+  EXPECT_FALSE(trainer.should_stop()) << "a NaN val_loss would stop a normal run";
 }
 
 // --- 6. a fractional limit that selects no batch ---
