@@ -25,6 +25,7 @@ packages=(
   libcpp-httplib-dev pkgconf chromium chromium-driver
   libkainjow-mustache-dev fortunes python3-nbformat
   openmpi-bin slurm-wlm
+  python3-yaml python3-tqdm python3-fsspec python3-packaging python3-typing-extensions
 )
 # Node.js and npm run the browser tests of `volt ui` (tests/ui/e2e). A machine may already have them from
 # elsewhere (NodeSource's nodejs bundles npm and conflicts with Debian's npm package): only install when absent.

@@ -127,14 +127,20 @@ bool EarlyStopping::is_better(double a, double b) const {
 bool EarlyStopping::skip_check(const TrainerView& view) const {
   const TrainerState& s = view.state();
   // kNone counts as fitting so that views which never set fn (test fakes) still check.
-  const bool outside_fit = s.fn == TrainerFn::kValidating || s.fn == TrainerFn::kTesting ||
-                           s.fn == TrainerFn::kPredicting;
-  return outside_fit || s.sanity_checking;
+  const bool outside_fit =
+      s.fn == TrainerFn::kValidating || s.fn == TrainerFn::kTesting || s.fn == TrainerFn::kPredicting;
+  // Lightning: no checks under fast_dev_run.
+  return outside_fit || s.sanity_checking || s.fast_dev_run;
 }
 
 bool EarlyStopping::check_at_train_epoch_end(const TrainerView& view) const {
   if (options_.check_on_train_epoch_end) return *options_.check_on_train_epoch_end;
-  return view.state().num_val_batches == 0;
+  // Lightning's default: at train epoch end exactly when validation runs once, at the end of
+  // every epoch (val_check_interval 1.0 or 1, check_val_every_n_epoch 1), with or without a
+  // val loader. A strict check there fails when that epoch's validation never ran and the
+  // metric was never logged (max_steps ending the first epoch early).
+  const TrainerState& s = view.state();
+  return s.val_check_interval.value == 1.0 && s.check_val_every_n_epoch == int64_t{1};
 }
 
 void EarlyStopping::on_fit_start(TrainerView&) {

@@ -366,6 +366,21 @@ void ModelCheckpoint::apply_state(const nlohmann::json& state) {
   best_model_path_ = state.value("best_model_path", best_model_path_);
 }
 
+std::vector<std::string> ModelCheckpoint::find_last_checkpoints() const {
+  std::vector<std::string> out;
+  std::error_code ec;
+  if (!last_model_path_.empty() && fs::is_regular_file(last_model_path_, ec)) out.push_back(last_model_path_);
+  if (!dirpath_resolved_ || !fs::is_directory(dirpath_, ec)) return out;
+  for (fs::directory_iterator it(dirpath_, ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::path& p = it->path();
+    if (p.extension() != ".ckpt" || p.stem().string().rfind(kLastName, 0) != 0) continue;
+    if (!it->is_regular_file(ec)) continue;
+    const std::string path = p.string();
+    if (std::find(out.begin(), out.end(), path) == out.end()) out.push_back(path);
+  }
+  return out;
+}
+
 void ModelCheckpoint::resolve_dirpath(const TrainerView& view) {
   if (dirpath_resolved_) return;
   const std::string root = view.has_loggers() ? view.log_dir() : view.state().default_root_dir;
@@ -403,7 +418,13 @@ bool ModelCheckpoint::skip_saving(const TrainerView& view) const {
 
 bool ModelCheckpoint::save_at_train_epoch_end(const TrainerView& view) const {
   if (options_.save_on_train_epoch_end) return *options_.save_on_train_epoch_end;
-  return view.state().num_val_batches == 0;
+  // Lightning's default: not when validation skips epochs (check_val_every_n_epoch != 1:
+  // after validation instead); at train epoch end without validation batches; else only
+  // when validation runs once, at the epoch's end (val_check_interval 1.0 or 1).
+  const TrainerState& s = view.state();
+  if (s.check_val_every_n_epoch != int64_t{1}) return false;
+  if (s.num_val_batches == 0) return true;
+  return s.val_check_interval.value == 1.0;
 }
 
 void ModelCheckpoint::on_train_batch_end(TrainerView& view, const at::Tensor&, const Batch&,

@@ -79,9 +79,23 @@ void DataConnector::teardown(Stage stage) {
   datamodule_->teardown(stage);
 }
 
-int64_t DataConnector::num_batches(const std::shared_ptr<data::DataLoader>& loader, const BatchLimit& limit) {
+int64_t DataConnector::num_batches(const std::shared_ptr<data::DataLoader>& loader, const BatchLimit& limit,
+                                   const std::string& flag) {
   if (!loader) return 0;
-  return limit.apply(loader->num_batches());
+  const int64_t available = loader->num_batches();
+  if (limit.is_fraction && limit.value > 0.0 && available > 0 &&
+      static_cast<int64_t>(static_cast<double>(available) * limit.value) == 0) {
+    // Lightning refuses this too (rather than running one batch nobody asked for).
+    const std::string loader_name = flag.rfind("limit_", 0) == 0 && flag.size() > 14
+                                        ? flag.substr(6, flag.size() - 14) + " loader"
+                                        : std::string("loader");
+    throw ConfigError(flag + "=" + limit.to_string() + " selects no batch: the " + loader_name + " has " +
+                      std::to_string(available) + " batches and " + limit.to_string() + " * " +
+                      std::to_string(available) + " < 1. Use at least " + flag + "=" +
+                      BatchLimit::fraction(1.0 / static_cast<double>(available)).to_string() +
+                      ", a batch count such as " + flag + "=1, or 0 to skip these batches.");
+  }
+  return limit.apply(available);
 }
 
 }  // namespace volt::connectors

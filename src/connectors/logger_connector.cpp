@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iostream>
 
 #include "volt/core/error.h"
 
@@ -40,7 +41,13 @@ void LoggerConnector::log(RunningStage stage, const std::string& name, const at:
     callback_metrics_[step_name] = v;
     if (on_epoch) callback_metrics_[name] = v;
     if (options.prog_bar) progress_bar_metrics_[step_name] = v;
-    if (options.logger && training) step_metrics_[step_name] = v;
+    if (options.logger) {
+      if (training) {
+        step_metrics_[step_name] = v;
+      } else if (stage != RunningStage::kSanityChecking) {
+        eval_step_metrics_[step_name] = v;
+      }
+    }
   }
   if (on_epoch) {
     auto& agg = aggregates(stage)[name];
@@ -65,24 +72,44 @@ void LoggerConnector::log(RunningStage stage, const std::string& name, const at:
 
 void LoggerConnector::begin_epoch(RunningStage stage) {
   aggregates(stage).clear();
-  if (stage == RunningStage::kTraining) step_metrics_.clear();
-}
-
-void LoggerConnector::end_train_batch(int64_t count, int64_t global_step, int64_t epoch, bool force) {
-  if (step_metrics_.empty()) return;
-  if (force || (count > 0 && count % log_every_n_steps_ == 0)) {
-    MetricMap row = step_metrics_;
-    row["epoch"] = static_cast<double>(epoch);
-    log_metrics(row, global_step);
+  if (stage == RunningStage::kTraining) {
+    step_metrics_.clear();
+  } else {
+    eval_step_metrics_.clear();
   }
-  step_metrics_.clear();
 }
 
-MetricMap LoggerConnector::end_epoch(RunningStage stage, int64_t global_step, int64_t epoch) {
+void LoggerConnector::end_train_batch(int64_t batches_that_stepped, int64_t epoch, bool should_stop) {
+  if (step_metrics_.empty() || !volt::should_update_logs(batches_that_stepped, log_every_n_steps_, should_stop)) return;
+  MetricMap row = step_metrics_;
+  row["epoch"] = static_cast<double>(epoch);
+  log_metrics(row, batches_that_stepped);
+}
+
+void LoggerConnector::end_eval_batch(RunningStage stage) {
+  if (stage == RunningStage::kSanityChecking) return;
+  int64_t& seen = stage == RunningStage::kTesting ? test_steps_seen_ : val_steps_seen_;
+  // Every batch counts, whether or not it logged a step value.
+  const int64_t step = seen++;
+  if (!eval_step_metrics_.empty()) log_metrics(eval_step_metrics_, step);
+}
+
+void LoggerConnector::reset_eval_step_count(RunningStage stage) {
+  (stage == RunningStage::kTesting ? test_steps_seen_ : val_steps_seen_) = 0;
+}
+
+MetricMap LoggerConnector::end_epoch(RunningStage stage, int64_t step, int64_t epoch) {
   auto& aggs = aggregates(stage);
   MetricMap out;
   MetricMap to_loggers;
+  const int64_t world_size = strategy_.world_size();
   for (auto& [name, agg] : aggs) {
+    if (world_size > 1 && !agg.sync_dist && stage != RunningStage::kSanityChecking &&
+        warned_sync_dist_.insert(name).second && strategy_.is_global_zero()) {
+      std::cerr << "[volt] warning: \"" << name << "\" is logged at epoch level under " << world_size
+                << " processes without sync_dist=true, so every rank keeps its own value (the loggers get rank "
+                   "0's). Log it with {.sync_dist = true} to reduce it across the processes.\n";
+    }
     double sum = agg.sum;
     double weight = agg.weight;
     double value = 0.0;
@@ -111,7 +138,7 @@ MetricMap LoggerConnector::end_epoch(RunningStage stage, int64_t global_step, in
   // Sanity-check numbers come from an untrained model on a few batches: not worth a row.
   if (!to_loggers.empty() && stage != RunningStage::kSanityChecking) {
     to_loggers["epoch"] = static_cast<double>(epoch);
-    log_metrics(to_loggers, global_step);
+    log_metrics(to_loggers, step);
   }
   return out;
 }
@@ -120,6 +147,7 @@ void LoggerConnector::reset_metrics() {
   train_aggregates_.clear();
   eval_aggregates_.clear();
   step_metrics_.clear();
+  eval_step_metrics_.clear();
   callback_metrics_.clear();
   progress_bar_metrics_.clear();
 }

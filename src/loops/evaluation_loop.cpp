@@ -31,6 +31,9 @@ MetricMap EvaluationLoop::run(data::DataLoader& loader, int64_t max_batches) {
     ctx_.callbacks.call([&](CB& cb) { cb.on_validation_start(view); });
     module.on_validation_start();
   }
+  // A validate or test call counts its own batches for step-level rows; the validations
+  // of a fit continue one count (the fit loop restarts it).
+  if (state.fn != TrainerFn::kFitting && !sanity) ctx_.logger.reset_eval_step_count(stage_);
   ctx_.logger.begin_epoch(stage_);
   if (testing) {
     ctx_.callbacks.call([&](CB& cb) { cb.on_test_epoch_start(view); });
@@ -55,12 +58,14 @@ MetricMap EvaluationLoop::run(data::DataLoader& loader, int64_t max_batches) {
       ctx_.strategy.test_step(module, *batch, step_ctx);
       module.on_test_batch_end(*batch, i);
       ctx_.callbacks.call([&](CB& cb) { cb.on_test_batch_end(view, *batch, i); });
+      ctx_.logger.end_eval_batch(stage_);
     } else {
       ctx_.callbacks.call([&](CB& cb) { cb.on_validation_batch_start(view, *batch, i); });
       module.on_validation_batch_start(*batch, i);
       ctx_.strategy.validation_step(module, *batch, step_ctx);
       module.on_validation_batch_end(*batch, i);
       ctx_.callbacks.call([&](CB& cb) { cb.on_validation_batch_end(view, *batch, i); });
+      ctx_.logger.end_eval_batch(stage_);
     }
   }
   stream.reset();
@@ -72,7 +77,9 @@ MetricMap EvaluationLoop::run(data::DataLoader& loader, int64_t max_batches) {
   } else {
     module.on_validation_epoch_end();
   }
-  MetricMap metrics = ctx_.logger.end_epoch(stage_, state.global_step, state.current_epoch);
+  // Lightning logs evaluation aggregates at the fit's batches_that_stepped (after a fit, its
+  // final value; 0 on a Trainer that never fitted).
+  MetricMap metrics = ctx_.logger.end_epoch(stage_, state.batches_that_stepped, state.current_epoch);
   if (testing) {
     ctx_.callbacks.call([&](CB& cb) { cb.on_test_epoch_end(view); });
     ctx_.callbacks.call([&](CB& cb) { cb.on_test_end(view); });

@@ -2,6 +2,7 @@
 
 #include <iostream>
 
+#include "loops/detail/stop_rules.h"
 #include "volt/core/error.h"
 #include "volt/loops/evaluation_loop.h"
 
@@ -14,7 +15,7 @@ int64_t FitLoop::max_epochs() const {
 }
 
 bool FitLoop::min_reached() const {
-  return ctx_.state.current_epoch >= ctx_.options.min_epochs && ctx_.state.global_step >= ctx_.options.min_steps;
+  return detail::can_stop_early(ctx_);
 }
 
 bool FitLoop::done() const {
@@ -48,6 +49,22 @@ void FitLoop::run() {
   state.max_epochs = max_epochs();
   state.max_steps = ctx_.options.max_steps;
   state.should_stop = false;
+  state.log_every_n_steps = ctx_.options.log_every_n_steps;
+  state.val_check_interval = ctx_.options.val_check_interval;
+  state.check_val_every_n_epoch = ctx_.options.check_val_every_n_epoch;
+  state.fast_dev_run = ctx_.options.fast_dev_run > 0;
+  if (ctx_.logger.has_loggers() && !state.fast_dev_run && state.is_global_zero &&
+      state.num_training_batches < ctx_.options.log_every_n_steps) {
+    std::cerr << "[volt] warning: the " << state.num_training_batches
+              << " training batches of an epoch are fewer than log_every_n_steps=" << ctx_.options.log_every_n_steps
+              << ", so steps are logged less often than once per epoch. Set a lower log_every_n_steps to see "
+                 "training values during the epoch.\n";
+  }
+  // Lightning's _batches_that_stepped, from what a checkpoint holds: in automatic
+  // optimization every step-ending batch is an optimizer step, in manual every batch counts.
+  state.batches_that_stepped = ctx_.module.automatic_optimization() ? state.global_step : state.batches_seen;
+  ctx_.logger.reset_eval_step_count(RunningStage::kValidating);
+  epoch_loop_.begin_fit();
 
   // A restored or continued run may already be complete.
   if (done()) return;
@@ -55,22 +72,14 @@ void FitLoop::run() {
 
   ctx_.callbacks.call([&](CB& cb) { cb.on_train_start(view); });
   ctx_.module.on_train_start();
-  bool announced = false;
   while (!done()) {
     epoch_loop_.run();
     if (state.interrupted_by != 0) break;  // mid-epoch: the checkpoint says where to go on
     // An epoch that ran to its end (or was cut short by a stop) is complete.
     state.current_epoch += 1;
     state.batches_done = 0;
-    if (state.should_stop && !min_reached()) {
-      // The request stands (as in Lightning): training stops once the minimum is met.
-      if (state.is_global_zero && !announced) {
-        std::cout << "volt: a stop was requested at epoch " << state.current_epoch << ", step " << state.global_step
-                  << ", but min_epochs=" << ctx_.options.min_epochs << " and min_steps=" << ctx_.options.min_steps
-                  << " are not reached yet; training goes on until they are." << std::endl;
-      }
-      announced = true;
-    }
+    // A stop request held back by min_epochs/min_steps stands (as in Lightning): done()
+    // ends the fit once the minimums are met.
   }
   state.stage = RunningStage::kNone;
   ctx_.callbacks.call([&](CB& cb) { cb.on_train_end(view); });

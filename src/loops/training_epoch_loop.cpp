@@ -1,8 +1,10 @@
 #include "volt/loops/training_epoch_loop.h"
 
+#include <iostream>
 #include <optional>
 
 #include "loops/detail/loop_step_context.h"
+#include "loops/detail/stop_rules.h"
 #include "volt/core/error.h"
 
 namespace volt::loops {
@@ -14,13 +16,16 @@ bool TrainingEpochLoop::is_validation_epoch() const {
   return (ctx_.state.current_epoch + 1) % *o.check_val_every_n_epoch == 0;
 }
 
-bool TrainingEpochLoop::should_validate_after(int64_t batch_idx, int64_t num_batches, bool last) const {
+bool TrainingEpochLoop::should_validate_after(int64_t batch_idx, int64_t num_batches, bool stopping) const {
   const auto& o = ctx_.options;
   if (!is_validation_epoch()) return false;
+  // A stop that takes effect after this batch validates first (Lightning).
+  if (stopping) return true;
   if (o.val_check_interval.is_fraction) {
-    if (last) return true;
-    const int64_t every = std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(num_batches) *
-                                                                    o.val_check_interval.value));
+    // Every int(n * fraction) batches. The epoch's last batch validates only when it falls on
+    // that grid (0.3 of 10 batches: after batches 3, 6 and 9, not 10), as in Lightning.
+    const int64_t every =
+        std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(num_batches) * o.val_check_interval.value));
     return (batch_idx + 1) % every == 0;
   }
   // A count of batches: within the epoch, or across epochs when check_val_every_n_epoch is
@@ -28,6 +33,17 @@ bool TrainingEpochLoop::should_validate_after(int64_t batch_idx, int64_t num_bat
   const auto every = static_cast<int64_t>(o.val_check_interval.value);
   if (!o.check_val_every_n_epoch) return ctx_.state.batches_seen % every == 0;
   return (batch_idx + 1) % every == 0;
+}
+
+void TrainingEpochLoop::announce_held_stop() {
+  if (announced_held_stop_) return;
+  announced_held_stop_ = true;
+  const auto& state = ctx_.state;
+  if (!state.is_global_zero) return;
+  std::cout << "volt: a stop was requested at epoch " << state.current_epoch << ", step " << state.global_step
+            << ", but min_epochs=" << detail::effective_min_epochs(ctx_.options)
+            << " and min_steps=" << ctx_.options.min_steps << " are not reached yet; training goes on until they are."
+            << std::endl;
 }
 
 bool TrainingEpochLoop::interrupted(bool at_step_boundary) {
@@ -120,8 +136,10 @@ void TrainingEpochLoop::run() {
     if (automatic && !step_now) no_sync.emplace(strategy.no_sync());
     at::Tensor loss = strategy.training_step(module, batch, step_ctx);
     bool stepped = false;
-    if (automatic && loss.defined()) {
-      detail::run_backward(ctx_, accumulate > 1 ? loss / static_cast<double>(accumulate) : loss);
+    if (automatic) {
+      // An undefined loss skips backward only: as in Lightning, the window's optimizer step
+      // still runs (on the gradients accumulated so far, if any) and counts.
+      if (loss.defined()) detail::run_backward(ctx_, accumulate > 1 ? loss / static_cast<double>(accumulate) : loss);
       if (step_now) {
         detail::run_optimizer_step(ctx_, 0);
         step_schedulers(Interval::kStep);
@@ -131,22 +149,23 @@ void TrainingEpochLoop::run() {
     ++state.batches_seen;
     state.batches_done = batch_idx + 1;
     const bool last = batch_idx + 1 == num_batches;
-    // Step metrics reach the loggers on optimizer steps (every log_every_n_steps of them);
-    // in manual optimization, every log_every_n_steps batches.
-    if (automatic) {
-      ctx_.logger.end_train_batch(stepped ? state.global_step : -1, state.global_step, state.current_epoch);
-    } else {
-      ctx_.logger.end_train_batch(state.batches_seen, state.global_step, state.current_epoch);
-    }
     module.on_train_batch_end(loss, batch, batch_idx);
     ctx_.callbacks.call([&](CB& cb) { cb.on_train_batch_end(view, loss, batch, batch_idx); });
+    // Lightning's order: step values reach the loggers after the batch-end hooks (a stop
+    // requested there is logged with this batch), at the batches_that_stepped of before this
+    // batch; a batch that only accumulates gradients logs nothing.
+    const bool accumulating = automatic && !step_now;
+    if (!accumulating) ctx_.logger.end_train_batch(state.batches_that_stepped, state.current_epoch, state.should_stop);
 
-    const bool may_stop = state.current_epoch >= o.min_epochs && state.global_step >= o.min_steps;
-    const bool stop = (state.should_stop && may_stop) || reached_max_steps();
     if (last && automatic) step_schedulers(Interval::kEpoch);
-    if (should_validate_after(batch_idx, num_batches, last || stop)) run_validation();
+    const bool can_stop = detail::can_stop_early(ctx_);
+    if (should_validate_after(batch_idx, num_batches, state.should_stop && can_stop)) run_validation();
+    if (!accumulating) ++state.batches_that_stepped;
     if (interrupted(stepped || !automatic)) return;
-    if (stop) break;
+    // A stop requested during this batch or its validation takes effect now, once the
+    // minimums are met (Lightning checks between batches; so the next batch never starts).
+    if (state.should_stop && !can_stop) announce_held_stop();
+    if (reached_max_steps() || (state.should_stop && can_stop)) break;
   }
   stream.reset();
 
@@ -157,7 +176,9 @@ void TrainingEpochLoop::run() {
   step_ctx.set_in_epoch_hook(true);
   module.on_train_epoch_end();
   step_ctx.set_in_epoch_hook(false);
-  ctx_.logger.end_epoch(RunningStage::kTraining, state.global_step, state.current_epoch);
+  // Lightning logs the epoch's aggregates one step back (batches_that_stepped - 1): at the
+  // step of the epoch's last step row.
+  ctx_.logger.end_epoch(RunningStage::kTraining, state.batches_that_stepped - 1, state.current_epoch);
   ctx_.callbacks.call_monitoring(true, [&](CB& cb) { cb.on_train_epoch_end(view); });
 }
 

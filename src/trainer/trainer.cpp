@@ -278,8 +278,10 @@ void Trainer::run_fit(Module& module, connectors::DataConnector& data, const std
   run_stage(impl, state_, module, data, Stage::kFit, phase, [&] {
     const auto& o = options_;
     phase = {"counting the batches of the loaders", ErrorKind::kData};
-    state_.num_training_batches = connectors::DataConnector::num_batches(data.train_loader(), o.limit_train_batches);
-    state_.num_val_batches = connectors::DataConnector::num_batches(data.val_loader(), o.limit_val_batches);
+    state_.num_training_batches =
+        connectors::DataConnector::num_batches(data.train_loader(), o.limit_train_batches, "limit_train_batches");
+    state_.num_val_batches =
+        connectors::DataConnector::num_batches(data.val_loader(), o.limit_val_batches, "limit_val_batches");
     if (state_.num_training_batches == 0) {
       throw ConfigError("fit has no training batch to run: the train loader has " +
                         std::to_string(data.train_loader()->num_batches()) +
@@ -312,7 +314,10 @@ void Trainer::run_fit(Module& module, connectors::DataConnector& data, const std
       phase = {"resuming from the checkpoint " + quote_path(resume_from) +
                    " (model weights, optimizer and scheduler state, loops)",
                ErrorKind::kCheckpoint};
-      const std::string path = impl.resolve_ckpt_path(resume_from);
+    }
+    // "last" without a checkpoint yet resolves to nothing: training starts from scratch (Lightning's rule).
+    const std::string path = resume_from.empty() ? std::string() : impl.resolve_ckpt_path(resume_from);
+    if (!path.empty()) {
       const Checkpoint ckpt = impl.checkpoint_connector_.load(path);
       module.on_load_checkpoint(ckpt);
       connectors::CheckpointConnector::restore_module(module, ckpt, path);
@@ -390,7 +395,8 @@ std::vector<at::Tensor> Trainer::predict(Module& module, std::shared_ptr<data::D
 
 void Trainer::load_weights(Module& module, const std::string& ckpt_path) {
   if (ckpt_path.empty()) return;
-  const std::string path = impl_->resolve_ckpt_path(ckpt_path);
+  const std::string path = impl_->resolve_ckpt_path(ckpt_path, to_string(state_.fn));
+  if (path.empty()) return;  // "last" without a last checkpoint: the weights in memory
   const Checkpoint ckpt = impl_->checkpoint_connector_.load(path);
   module.on_load_checkpoint(ckpt);
   connectors::CheckpointConnector::restore_module(module, ckpt, path);
@@ -416,7 +422,8 @@ MetricMap Trainer::run_evaluation(Module& module, connectors::DataConnector& dat
     phase = {testing ? "testing (test_step)" : "validating (validation_step)", ErrorKind::kError};
     auto loader = testing ? data.test_loader() : data.val_loader();
     const int64_t n = connectors::DataConnector::num_batches(
-        loader, testing ? options_.limit_test_batches : options_.limit_val_batches);
+        loader, testing ? options_.limit_test_batches : options_.limit_val_batches,
+        testing ? "limit_test_batches" : "limit_val_batches");
     state_.num_val_batches = n;
     auto ctx = impl.loop_context(module, data);
     loops::EvaluationLoop loop(ctx, testing ? RunningStage::kTesting : RunningStage::kValidating);
@@ -446,7 +453,8 @@ std::vector<at::Tensor> Trainer::run_predict(Module& module, connectors::DataCon
     load_weights(module, ckpt_path);
     phase = {"predicting (predict_step)", ErrorKind::kError};
     auto loader = data.predict_loader();
-    const int64_t n = connectors::DataConnector::num_batches(loader, options_.limit_predict_batches);
+    const int64_t n = connectors::DataConnector::num_batches(loader, options_.limit_predict_batches,
+                                                             "limit_predict_batches");
     auto ctx = impl.loop_context(module, data);
     loops::PredictionLoop loop(ctx);
     return loop.run(*loader, n);

@@ -208,23 +208,41 @@ TEST(EarlyStopping, IsNotCheckedDuringTheSanityCheckOrOutsideFit) {
   EXPECT_EQ(cb.wait_count(), 0);
 }
 
-TEST(EarlyStopping, ChecksAtTrainEpochEndOnlyWhenThereIsNoValidation) {
+// Lightning's default: at train epoch end when validation runs once per epoch
+// (val_check_interval 1.0 or 1, check_val_every_n_epoch 1), with or without val batches;
+// after each validation otherwise.
+TEST(EarlyStopping, ChecksAtTrainEpochEndWhenValidationRunsOncePerEpochElseAfterValidation) {
   auto o = watch("loss");
-  EarlyStopping with_val(o);
+  EarlyStopping once_per_epoch(o);
   auto view = fitting_view(/*num_val_batches=*/4);
   view.callback_metrics_ = {{"loss", kInf}};
-  with_val.on_train_epoch_end(view);
+  once_per_epoch.on_validation_end(view);
   EXPECT_TRUE(view.stop_reasons_.empty());
-  with_val.on_validation_end(view);
+  once_per_epoch.on_train_epoch_end(view);
   EXPECT_EQ(view.stop_reasons_.size(), 1u);
 
-  EarlyStopping without_val(o);
-  auto view2 = fitting_view(/*num_val_batches=*/0);
-  view2.callback_metrics_ = {{"loss", kInf}};
-  without_val.on_validation_end(view2);
-  EXPECT_TRUE(view2.stop_reasons_.empty());
-  without_val.on_train_epoch_end(view2);
-  EXPECT_EQ(view2.stop_reasons_.size(), 1u);
+  for (auto edit : std::vector<std::function<void(volt::TrainerState&)>>{
+           [](volt::TrainerState& s) { s.val_check_interval = volt::BatchLimit::fraction(0.5); },
+           [](volt::TrainerState& s) { s.val_check_interval = volt::BatchLimit::count(3); },
+           [](volt::TrainerState& s) { s.check_val_every_n_epoch = 2; },
+           [](volt::TrainerState& s) { s.check_val_every_n_epoch = std::nullopt; }}) {
+    EarlyStopping after_validation(o);
+    auto view2 = fitting_view(/*num_val_batches=*/4);
+    edit(view2.state_);
+    view2.callback_metrics_ = {{"loss", kInf}};
+    after_validation.on_train_epoch_end(view2);
+    EXPECT_TRUE(view2.stop_reasons_.empty());
+    after_validation.on_validation_end(view2);
+    EXPECT_EQ(view2.stop_reasons_.size(), 1u);
+  }
+
+  // A count of 1 batch is Lightning's `val_check_interval == 1.0` too.
+  EarlyStopping count_one(o);
+  auto view3 = fitting_view(/*num_val_batches=*/0);
+  view3.state_.val_check_interval = volt::BatchLimit::count(1);
+  view3.callback_metrics_ = {{"loss", kInf}};
+  count_one.on_train_epoch_end(view3);
+  EXPECT_EQ(view3.stop_reasons_.size(), 1u);
 }
 
 // A rank whose peers asked to stop: the reduced decision says stop although this rank's

@@ -1,3 +1,6 @@
+// LearningRateMonitor against Lightning 2.2.5's LearningRateMonitor (keys, when rows are
+// written, at which step): the expected rows were read from Lightning runs of the same
+// configurations.
 #include "volt/callbacks/lr_monitor.h"
 
 #include <memory>
@@ -6,6 +9,7 @@
 
 #include <ATen/ops/zeros.h>
 #include <gtest/gtest.h>
+#include <torch/optim/adagrad.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/sgd.h>
 
@@ -26,158 +30,184 @@ std::shared_ptr<torch::optim::SGD> make_sgd(double lr, double momentum = 0.0) {
                                              torch::optim::SGDOptions(lr).momentum(momentum));
 }
 
+std::shared_ptr<torch::optim::Adam> make_adam_two_groups(double lr0, double lr1) {
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(std::vector<at::Tensor>{param()}, std::make_unique<torch::optim::AdamOptions>(lr0));
+  groups.emplace_back(std::vector<at::Tensor>{param()}, std::make_unique<torch::optim::AdamOptions>(lr1));
+  return std::make_shared<torch::optim::Adam>(std::move(groups), torch::optim::AdamOptions(lr0));
+}
+
 class LearningRateMonitorTest : public ::testing::Test {
  protected:
-  LearningRateMonitorTest() { view_.has_loggers_ = true; }
-
-  // One training batch as the loop runs it: optimizer step (+ step-interval scheduler
-  // step), global_step advances, then on_train_batch_end.
-  void train_batch(LearningRateMonitor& monitor, bool optimizer_steps = true) {
-    if (optimizer_steps) {
-      for (auto& config : view_.lr_schedulers_) {
-        if (config.interval == Interval::kStep) config.scheduler->step();
-      }
-      ++view_.state_.global_step;
-    }
-    monitor.on_train_batch_end(view_, at::Tensor(), {}, view_.state_.batch_idx++);
+  LearningRateMonitorTest() {
+    view_.has_loggers_ = true;
+    view_.state_.log_every_n_steps = 1;
   }
-  void epoch_end() {
+
+  // One training batch as the loop runs it: on_train_batch_start, the optimizer step (and
+  // step-interval scheduler steps) unless the batch accumulates, then batches_that_stepped + 1.
+  void train_batch(LearningRateMonitor& monitor, bool optimizer_steps = true) {
+    monitor.on_train_batch_start(view_, {}, view_.state_.batch_idx++);
+    if (!optimizer_steps) return;
+    for (auto& config : view_.lr_schedulers_) {
+      if (config.interval == Interval::kStep) config.scheduler->step();
+    }
+    ++view_.state_.global_step;
+    ++view_.state_.batches_that_stepped;
+  }
+  void epoch(LearningRateMonitor& monitor, int batches) {
+    monitor.on_train_epoch_start(view_);
+    for (int b = 0; b < batches; ++b) train_batch(monitor);
     for (auto& config : view_.lr_schedulers_) {
       if (config.interval == Interval::kEpoch) config.scheduler->step();
     }
     ++view_.state_.current_epoch;
     view_.state_.batch_idx = 0;
   }
+  std::vector<int64_t> steps() const {
+    std::vector<int64_t> out;
+    for (const auto& row : view_.logged_) out.push_back(row.second);
+    return out;
+  }
 
   volt::testing::FakeTrainerView view_;
 };
 
-TEST_F(LearningRateMonitorTest, LogsStepSchedulerRateAfterEveryOptimizerStep) {
-  auto sgd = make_sgd(1.0);
-  view_.optimizers_ = {sgd};
-  view_.lr_schedulers_ = {{std::make_shared<volt::StepLR>(*sgd, 2, 0.1), Interval::kStep, 1, ""}};
+TEST_F(LearningRateMonitorTest, KeysAreLrAndTheOptimizerClassName) {
+  view_.optimizers_ = {make_sgd(0.1, 0.9)};
+  LearningRateMonitor monitor(std::nullopt, /*log_momentum=*/true);
+  train_batch(monitor);
+  ASSERT_EQ(view_.logged_.size(), 1u);
+  EXPECT_EQ(view_.logged_[0].first, (MetricMap{{"lr-SGD", 0.1}, {"lr-SGD-momentum", 0.9}}));
+  EXPECT_EQ(LearningRateMonitor::optimizer_class_name(*make_adam_two_groups(1, 1)), "Adam");
+}
+
+TEST_F(LearningRateMonitorTest, StepSchedulerWithParamGroupsLogsEveryLogEveryNStepsAtBatchStart) {
+  // Lightning, Adam with two groups (0.1, 0.05), StepLR(1, 0.5) per step, log_every_n_steps=5,
+  // 10 batches: rows at steps 4 and 9 with the rates in effect when those batches start.
+  auto adam = make_adam_two_groups(0.1, 0.05);
+  view_.optimizers_ = {adam};
+  view_.lr_schedulers_ = {{std::make_shared<volt::StepLR>(*adam, 1, 0.5), Interval::kStep, 1, ""}};
+  view_.state_.log_every_n_steps = 5;
   LearningRateMonitor monitor;
   monitor.setup(view_, volt::Stage::kFit);
-  monitor.on_train_epoch_start(view_);
-  EXPECT_TRUE(view_.logged_.empty()) << "no epoch-interval scheduler to log";
-  for (int i = 0; i < 4; ++i) train_batch(monitor);
-
-  ASSERT_EQ(view_.logged_.size(), 4u);
-  const std::vector<double> expected = {1.0, 0.1, 0.1, 0.01};
-  for (size_t i = 0; i < expected.size(); ++i) {
-    EXPECT_EQ(view_.logged_[i].second, static_cast<int64_t>(i + 1));
-    ASSERT_EQ(view_.logged_[i].first.size(), 1u);
-    EXPECT_DOUBLE_EQ(view_.logged_[i].first.at("lr-opt0"), expected[i]) << "step " << i + 1;
-  }
-}
-
-TEST_F(LearningRateMonitorTest, LogsEpochSchedulerRateAtEpochStartOnly) {
-  auto sgd = make_sgd(1.0);
-  view_.optimizers_ = {sgd};
-  view_.lr_schedulers_ = {{std::make_shared<volt::StepLR>(*sgd, 1, 0.5), Interval::kEpoch, 1, ""}};
-  LearningRateMonitor monitor;
-  for (int epoch = 0; epoch < 3; ++epoch) {
-    monitor.on_train_epoch_start(view_);
-    for (int b = 0; b < 2; ++b) train_batch(monitor);
-    epoch_end();
-  }
-  ASSERT_EQ(view_.logged_.size(), 3u);
-  const std::vector<double> expected = {1.0, 0.5, 0.25};
-  for (size_t e = 0; e < 3; ++e) {
-    EXPECT_EQ(view_.logged_[e].second, static_cast<int64_t>(2 * e)) << "logged at global_step";
-    EXPECT_DOUBLE_EQ(view_.logged_[e].first.at("lr-opt0"), expected[e]);
-  }
-}
-
-TEST_F(LearningRateMonitorTest, LoggingIntervalOverridesSchedulerInterval) {
-  auto sgd = make_sgd(1.0);
-  view_.optimizers_ = {sgd};
-  view_.lr_schedulers_ = {{std::make_shared<volt::StepLR>(*sgd, 1, 0.5), Interval::kEpoch, 1, ""}};
-  LearningRateMonitor every_step(Interval::kStep);
-  every_step.on_train_epoch_start(view_);
-  train_batch(every_step);
-  train_batch(every_step);
+  epoch(monitor, 10);
+  EXPECT_EQ(steps(), (std::vector<int64_t>{4, 9}));
   ASSERT_EQ(view_.logged_.size(), 2u);
-  EXPECT_EQ(view_.logged_[1].second, 2);
-  EXPECT_DOUBLE_EQ(view_.logged_[1].first.at("lr-opt0"), 1.0);
+  EXPECT_EQ(view_.logged_[0].first, (MetricMap{{"lr-Adam/pg1", 0.00625}, {"lr-Adam/pg2", 0.003125}}));
+  EXPECT_DOUBLE_EQ(view_.logged_[1].first.at("lr-Adam/pg1"), 0.1 / 512);
 }
 
-TEST_F(LearningRateMonitorTest, NamedSchedulerWithParamGroupsLogsOneKeyPerGroup) {
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(std::vector<at::Tensor>{param()},
-                      std::make_unique<torch::optim::SGDOptions>(0.1));
-  groups.emplace_back(std::vector<at::Tensor>{param()},
-                      std::make_unique<torch::optim::SGDOptions>(0.01));
-  auto sgd = std::make_shared<torch::optim::SGD>(std::move(groups), torch::optim::SGDOptions(1.0));
+TEST_F(LearningRateMonitorTest, EpochSchedulerLogsAtEpochStartOnly) {
+  // Lightning: rows at 0 and 10 for 10 batches per epoch.
+  auto sgd = make_sgd(0.1);
   view_.optimizers_ = {sgd};
-  view_.lr_schedulers_ = {
-      {std::make_shared<volt::StepLR>(*sgd, 1, 0.5), Interval::kStep, 1, "backbone"}};
+  view_.lr_schedulers_ = {{std::make_shared<volt::StepLR>(*sgd, 1, 0.5), Interval::kEpoch, 1, ""}};
+  view_.state_.log_every_n_steps = 5;
   LearningRateMonitor monitor;
-  train_batch(monitor);
-  ASSERT_EQ(view_.logged_.size(), 1u);
-  const MetricMap& m = view_.logged_[0].first;
-  ASSERT_EQ(m.size(), 2u);
-  EXPECT_DOUBLE_EQ(m.at("backbone/pg1"), 0.05);
-  EXPECT_DOUBLE_EQ(m.at("backbone/pg2"), 0.005);
+  epoch(monitor, 10);
+  epoch(monitor, 10);
+  EXPECT_EQ(steps(), (std::vector<int64_t>{0, 10}));
+  EXPECT_EQ(view_.logged_[1].first, (MetricMap{{"lr-SGD", 0.05}}));
 }
 
-TEST_F(LearningRateMonitorTest, RepeatedNamesGetNumberedSuffixes) {
-  auto a = make_sgd(1.0);
-  auto b = make_sgd(2.0);
-  view_.optimizers_ = {a, b};
-  view_.lr_schedulers_ = {{std::make_shared<volt::StepLR>(*a, 10), Interval::kStep, 1, "lr"},
-                          {std::make_shared<volt::StepLR>(*b, 10), Interval::kStep, 1, "lr"}};
+TEST_F(LearningRateMonitorTest, OptimizerWithoutSchedulerIsLoggedAtEpochStartAndOnLoggingSteps) {
+  // Lightning, no scheduler, log_every_n_steps=5, 2 epochs of 10: 0, 4, 9, 10, 14, 19.
+  view_.optimizers_ = {make_sgd(0.1)};
+  view_.state_.log_every_n_steps = 5;
   LearningRateMonitor monitor;
-  train_batch(monitor);
-  ASSERT_EQ(view_.logged_.size(), 1u);
-  EXPECT_EQ(view_.logged_[0].first, (MetricMap{{"lr", 1.0}, {"lr-1", 2.0}}));
-}
-
-TEST_F(LearningRateMonitorTest, WithoutSchedulersLogsOptimizerRates) {
-  view_.optimizers_ = {make_sgd(0.3), make_sgd(0.7)};
-  LearningRateMonitor monitor;
-  monitor.on_train_epoch_start(view_);
-  EXPECT_TRUE(view_.logged_.empty());
-  train_batch(monitor);
-  ASSERT_EQ(view_.logged_.size(), 1u);
-  EXPECT_EQ(view_.logged_[0].first, (MetricMap{{"lr-opt0", 0.3}, {"lr-opt1", 0.7}}));
-  EXPECT_EQ(view_.logged_[0].second, 1);
+  epoch(monitor, 10);
+  epoch(monitor, 10);
+  EXPECT_EQ(steps(), (std::vector<int64_t>{0, 4, 9, 10, 14, 19}));
 
   LearningRateMonitor per_epoch(Interval::kEpoch);
   view_.logged_.clear();
-  train_batch(per_epoch);
-  EXPECT_TRUE(view_.logged_.empty());
-  per_epoch.on_train_epoch_start(view_);
-  ASSERT_EQ(view_.logged_.size(), 1u);
-  EXPECT_EQ(view_.logged_[0].first.size(), 2u);
+  epoch(per_epoch, 10);
+  EXPECT_EQ(steps(), (std::vector<int64_t>{20}));
 }
 
-TEST_F(LearningRateMonitorTest, AccumulatingBatchesLogOncePerOptimizerStep) {
+TEST_F(LearningRateMonitorTest, AccumulatingBatchesLogAtTheStepOfTheirWindowLikeLightning) {
+  // Lightning, accumulate_grad_batches=2, log_every_n_steps=2: both batches of the window
+  // that completes step 2 start at batches_that_stepped 1, and both write a row.
   view_.optimizers_ = {make_sgd(0.1)};
-  LearningRateMonitor monitor;
-  train_batch(monitor, /*optimizer_steps=*/false);  // global_step 0
-  train_batch(monitor, /*optimizer_steps=*/true);   // 1
-  train_batch(monitor, /*optimizer_steps=*/false);  // still 1
-  train_batch(monitor, /*optimizer_steps=*/true);   // 2
-  ASSERT_EQ(view_.logged_.size(), 3u);
-  EXPECT_EQ(view_.logged_[0].second, 0);
-  EXPECT_EQ(view_.logged_[1].second, 1);
-  EXPECT_EQ(view_.logged_[2].second, 2);
+  view_.state_.log_every_n_steps = 2;
+  LearningRateMonitor monitor(Interval::kStep);
+  for (int b = 0; b < 4; ++b) train_batch(monitor, /*optimizer_steps=*/b % 2 == 1);
+  EXPECT_EQ(steps(), (std::vector<int64_t>{1, 1}));
 }
 
-TEST_F(LearningRateMonitorTest, LogsMomentumOrBeta1WhenAsked) {
+TEST_F(LearningRateMonitorTest, EveryBatchIsLoggedOnceAStopIsRequested) {
+  view_.optimizers_ = {make_sgd(0.1)};
+  view_.state_.log_every_n_steps = 5;
+  LearningRateMonitor monitor(Interval::kStep);
+  train_batch(monitor);
+  view_.state_.should_stop = true;
+  train_batch(monitor);
+  train_batch(monitor);
+  EXPECT_EQ(steps(), (std::vector<int64_t>{1, 2}));
+}
+
+TEST_F(LearningRateMonitorTest, SecondOptimizerOfOneClassGetsLightningsSuffix) {
+  view_.optimizers_ = {make_sgd(0.3), make_sgd(0.7)};
+  LearningRateMonitor monitor;
+  train_batch(monitor);
+  ASSERT_EQ(view_.logged_.size(), 1u);
+  EXPECT_EQ(view_.logged_[0].first, (MetricMap{{"lr-SGD", 0.3}, {"lr-SGD-1", 0.7}}));
+}
+
+TEST_F(LearningRateMonitorTest, SchedulersAreNamedFirstThenOptimizersWithoutOne) {
+  auto a = make_sgd(1.0);
+  auto b = make_sgd(2.0);
+  auto adam = make_adam_two_groups(0.5, 0.25);
+  view_.optimizers_ = {a, b, adam};
+  // b has a scheduler: it is named first, a second.
+  view_.lr_schedulers_ = {{std::make_shared<volt::StepLR>(*b, 10), Interval::kStep, 1, ""}};
+  LearningRateMonitor monitor;
+  train_batch(monitor);
+  ASSERT_EQ(view_.logged_.size(), 1u);
+  EXPECT_EQ(view_.logged_[0].first,
+            (MetricMap{{"lr-SGD", 2.0}, {"lr-SGD-1", 1.0}, {"lr-Adam/pg1", 0.5}, {"lr-Adam/pg2", 0.25}}));
+}
+
+TEST_F(LearningRateMonitorTest, NamedSchedulersKeepTheirNamesAndARepeatedNameStaysApart) {
+  auto a = make_sgd(1.0);
+  auto b = make_sgd(2.0);
+  view_.optimizers_ = {a, b};
+  view_.lr_schedulers_ = {{std::make_shared<volt::StepLR>(*a, 10), Interval::kStep, 1, "backbone"},
+                          {std::make_shared<volt::StepLR>(*b, 10), Interval::kStep, 1, "backbone"}};
+  LearningRateMonitor monitor;
+  train_batch(monitor);
+  ASSERT_EQ(view_.logged_.size(), 1u);
+  EXPECT_EQ(view_.logged_[0].first, (MetricMap{{"backbone", 1.0}, {"backbone-1", 2.0}}));
+}
+
+TEST_F(LearningRateMonitorTest, MomentumIsBeta1ForAdamAndWarnedAboutWhenMissing) {
   auto sgd = make_sgd(0.1, 0.9);
   auto adam = std::make_shared<torch::optim::Adam>(
       std::vector<at::Tensor>{param()},
       torch::optim::AdamOptions(1e-3).betas(std::make_tuple(0.8, 0.999)));
   view_.optimizers_ = {sgd, adam};
   LearningRateMonitor monitor(std::nullopt, /*log_momentum=*/true);
+  ::testing::internal::CaptureStderr();
+  monitor.on_train_start(view_);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "") << "both have a momentum";
   train_batch(monitor);
   ASSERT_EQ(view_.logged_.size(), 1u);
-  EXPECT_EQ(view_.logged_[0].first, (MetricMap{{"lr-opt0", 0.1},
-                                              {"lr-opt0-momentum", 0.9},
-                                              {"lr-opt1", 1e-3},
-                                              {"lr-opt1-momentum", 0.8}}));
+  EXPECT_EQ(view_.logged_[0].first,
+            (MetricMap{{"lr-SGD", 0.1}, {"lr-SGD-momentum", 0.9}, {"lr-Adam", 1e-3}, {"lr-Adam-momentum", 0.8}}));
+
+  view_.optimizers_ = {
+      std::make_shared<torch::optim::Adagrad>(std::vector<at::Tensor>{param()}, torch::optim::AdagradOptions(0.01))};
+  LearningRateMonitor adagrad(std::nullopt, /*log_momentum=*/true);
+  ::testing::internal::CaptureStderr();
+  adagrad.on_train_start(view_);
+  adagrad.on_train_start(view_);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("logged as 0"), std::string::npos) << err;
+  EXPECT_EQ(err.find("warning"), err.rfind("warning")) << "once: " << err;
+  view_.logged_.clear();
+  train_batch(adagrad);
+  EXPECT_EQ(view_.logged_.at(0).first, (MetricMap{{"lr-Adagrad", 0.01}, {"lr-Adagrad-momentum", 0.0}}));
 }
 
 TEST_F(LearningRateMonitorTest, FitWithoutLoggersIsAConfigError) {

@@ -340,6 +340,35 @@ TEST(ModelCheckpoint, EveryNEpochsTwoSavesEverySecondEpoch) {
                                                          in_dir("epoch=3-step=40.ckpt")}));
 }
 
+// Lightning's default with validation batches: at train epoch end when validation runs
+// once per epoch; after each validation when it runs several times per epoch or skips epochs.
+TEST(ModelCheckpoint, SavesWhereLightningDoesDependingOnTheValidationSchedule) {
+  ModelCheckpoint once(options_in_dir());
+  auto view = fitting_view(/*num_val_batches=*/4);
+  view.state_.global_step = 10;
+  once.on_validation_end(view);
+  EXPECT_TRUE(view.saved_.empty());
+  once.on_train_epoch_end(view);
+  EXPECT_EQ(saved_paths(view), (std::vector<std::string>{in_dir("epoch=0-step=10.ckpt")}));
+
+  for (auto edit : std::vector<std::function<void(volt::TrainerState&)>>{
+           [](volt::TrainerState& s) { s.val_check_interval = volt::BatchLimit::fraction(0.5); },
+           [](volt::TrainerState& s) { s.check_val_every_n_epoch = 2; },
+           [](volt::TrainerState& s) {
+             s.check_val_every_n_epoch = 2;
+             s.num_val_batches = 0;
+           }}) {
+    ModelCheckpoint after_validation(options_in_dir());
+    auto view2 = fitting_view(/*num_val_batches=*/4);
+    edit(view2.state_);
+    view2.state_.global_step = 5;
+    after_validation.on_train_epoch_end(view2);
+    EXPECT_TRUE(view2.saved_.empty());
+    after_validation.on_validation_end(view2);
+    EXPECT_EQ(saved_paths(view2), (std::vector<std::string>{in_dir("epoch=0-step=5.ckpt")}));
+  }
+}
+
 TEST(ModelCheckpoint, SavesAtTrainEpochEndWhenThereIsNoValidation) {
   ModelCheckpoint cb(options_in_dir());
   auto view = fitting_view(/*num_val_batches=*/0);

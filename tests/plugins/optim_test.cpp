@@ -298,36 +298,44 @@ class LoggerConnectorTest : public ::testing::Test {
   volt::connectors::LoggerConnector connector_;
 };
 
-TEST_F(LoggerConnectorTest, TrainingStepValuesReachCallbacksAndLoggersEveryNSteps) {
+TEST_F(LoggerConnectorTest, TrainingStepValuesReachLoggersAtLightningsStepEveryNSteps) {
   connector_.begin_epoch(RunningStage::kTraining);
   connector_.log(RunningStage::kTraining, "loss", scalar(0.875), {}, 4);
   EXPECT_DOUBLE_EQ(connector_.callback_metrics().at("loss"), 0.875);
-  connector_.end_train_batch(/*batches_seen=*/1, /*global_step=*/1, /*epoch=*/0);
-  EXPECT_TRUE(logger_->calls.empty());  // 1 % 2 != 0
+  connector_.end_train_batch(/*batches_that_stepped=*/0, /*epoch=*/0);
+  EXPECT_TRUE(logger_->calls.empty());  // the step being completed, 1, is not a multiple of 2
 
   connector_.log(RunningStage::kTraining, "loss", scalar(0.625), {}, 4);
-  connector_.end_train_batch(2, 2, 0);
+  connector_.end_train_batch(1, 0);
   ASSERT_EQ(logger_->calls.size(), 1u);
   EXPECT_EQ(logger_->calls[0].first, (MetricMap{{"loss", 0.625}, {"epoch", 0.0}}));
-  EXPECT_EQ(logger_->calls[0].second, 2);
+  EXPECT_EQ(logger_->calls[0].second, 1);  // Lightning's _batches_that_stepped before the increment
   EXPECT_EQ(connector_.logged_metrics(), (MetricMap{{"loss", 0.625}, {"epoch", 0.0}}));
 
-  // A batch that logs nothing sends nothing, even on a logging step.
-  connector_.end_train_batch(4, 4, 0);
-  EXPECT_EQ(logger_->calls.size(), 1u);
-
-  // force sends off-cycle.
-  connector_.log(RunningStage::kTraining, "loss", scalar(0.5), {}, 4);
-  connector_.end_train_batch(5, 5, 1, /*force=*/true);
+  // A batch that logs nothing still sends the epoch's latest step values (Lightning keeps
+  // them until the epoch ends).
+  connector_.end_train_batch(3, 0);
   ASSERT_EQ(logger_->calls.size(), 2u);
-  EXPECT_EQ(logger_->calls[1].first, (MetricMap{{"loss", 0.5}, {"epoch", 1.0}}));
-  EXPECT_EQ(logger_->calls[1].second, 5);
+  EXPECT_EQ(logger_->calls[1].first, (MetricMap{{"loss", 0.625}, {"epoch", 0.0}}));
+  EXPECT_EQ(logger_->calls[1].second, 3);
+
+  // Once a stop is requested every batch is logged.
+  connector_.log(RunningStage::kTraining, "loss", scalar(0.5), {}, 4);
+  connector_.end_train_batch(4, 1, /*should_stop=*/true);
+  ASSERT_EQ(logger_->calls.size(), 3u);
+  EXPECT_EQ(logger_->calls[2].first, (MetricMap{{"loss", 0.5}, {"epoch", 1.0}}));
+  EXPECT_EQ(logger_->calls[2].second, 4);
+
+  // A new epoch starts without the old step values.
+  connector_.begin_epoch(RunningStage::kTraining);
+  connector_.end_train_batch(5, 1);
+  EXPECT_EQ(logger_->calls.size(), 3u);
 }
 
 TEST_F(LoggerConnectorTest, TrainingStepValueWithoutEpochHasNoEpochAggregate) {
   connector_.begin_epoch(RunningStage::kTraining);
   connector_.log(RunningStage::kTraining, "loss", scalar(1.0), {}, 1);
-  connector_.end_train_batch(1, 1, 0);
+  connector_.end_train_batch(0, 0);
   const MetricMap out = connector_.end_epoch(RunningStage::kTraining, 1, 0);
   EXPECT_TRUE(out.empty());
   EXPECT_FALSE(connector_.callback_metrics().count("loss_epoch"));
@@ -358,11 +366,11 @@ TEST_F(LoggerConnectorTest, StepAndEpochNamesWhenBothAreLogged) {
   });
   connector_.begin_epoch(RunningStage::kTraining);
   connector_.log(RunningStage::kTraining, "x", scalar(1.0), both, 1);
-  connector_.end_train_batch(1, 1, 0);
+  connector_.end_train_batch(0, 0);
   connector_.log(RunningStage::kTraining, "x", scalar(3.0), both, 1);
   EXPECT_DOUBLE_EQ(connector_.callback_metrics().at("x_step"), 3.0);
   EXPECT_DOUBLE_EQ(connector_.callback_metrics().at("x"), 3.0);
-  connector_.end_train_batch(2, 2, 0);
+  connector_.end_train_batch(1, 0);
   ASSERT_EQ(logger_->calls.size(), 1u);
   EXPECT_EQ(logger_->calls[0].first, (MetricMap{{"x_step", 3.0}, {"epoch", 0.0}}));
 
@@ -410,7 +418,7 @@ TEST_F(LoggerConnectorTest, LoggerFalseKeepsMetricOutOfLoggers) {
   connector_.begin_epoch(RunningStage::kTraining);
   connector_.log(RunningStage::kTraining, "hidden", scalar(1.0), with([](LogOptions& o) { o.logger = false; }), 1);
   connector_.log(RunningStage::kTraining, "shown", scalar(2.0), {}, 1);
-  connector_.end_train_batch(2, 2, 0);
+  connector_.end_train_batch(1, 0);
   EXPECT_DOUBLE_EQ(connector_.callback_metrics().at("hidden"), 1.0);
   ASSERT_EQ(logger_->calls.size(), 1u);
   EXPECT_EQ(logger_->calls[0].first, (MetricMap{{"shown", 2.0}, {"epoch", 0.0}}));
@@ -423,7 +431,7 @@ TEST_F(LoggerConnectorTest, ResetMetricsClearsEverything) {
   connector_.reset_metrics();
   EXPECT_TRUE(connector_.callback_metrics().empty());
   EXPECT_TRUE(connector_.progress_bar_metrics().empty());
-  connector_.end_train_batch(2, 2, 0);  // the pending step values are gone too
+  connector_.end_train_batch(1, 0);  // the pending step values are gone too
   EXPECT_TRUE(connector_.end_epoch(RunningStage::kValidating, 0, 0).empty());
   EXPECT_TRUE(logger_->calls.empty());
 }
@@ -472,13 +480,47 @@ TEST_F(LoggerConnectorTest, SyncDistReducesThroughTheStrategy) {
 TEST_F(LoggerConnectorTest, OnlyRankZeroWritesToLoggers) {
   strategy_.rank = 1;
   connector_.log(RunningStage::kTraining, "loss", scalar(1.0), {}, 1);
-  connector_.end_train_batch(2, 2, 0);
+  connector_.end_train_batch(1, 0);
   connector_.log_hyperparams({{"lr", "0.1"}});
   connector_.finalize("success");
   EXPECT_TRUE(logger_->calls.empty());
   EXPECT_TRUE(logger_->hparams.empty());
   EXPECT_TRUE(logger_->statuses.empty());
   EXPECT_DOUBLE_EQ(connector_.logged_metrics().at("loss"), 1.0);  // still recorded locally
+}
+
+// Two processes, rank 0: Lightning's PossibleUserWarning about epoch values without sync_dist.
+class TwoRankStrategy : public RecordingStrategy {
+ public:
+  int64_t world_size() const override { return 2; }
+};
+
+TEST(LoggerConnectorSyncDist, EpochValueWithoutSyncDistUnderSeveralProcessesIsWarnedOnceOnRankZero) {
+  auto logger = std::make_shared<RecordingLogger>();
+  TwoRankStrategy strategy;
+  volt::connectors::LoggerConnector connector({logger}, 1, strategy);
+  const LogOptions synced = with([](LogOptions& o) { o.sync_dist = true; });
+  ::testing::internal::CaptureStderr();
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    connector.begin_epoch(RunningStage::kValidating);
+    connector.log(RunningStage::kValidating, "val_loss", scalar(1.0), {}, 1);
+    connector.log(RunningStage::kValidating, "val_acc", scalar(1.0), synced, 1);
+    connector.end_epoch(RunningStage::kValidating, epoch, epoch);
+  }
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("\"val_loss\""), std::string::npos) << err;
+  EXPECT_NE(err.find("sync_dist=true"), std::string::npos) << err;
+  EXPECT_EQ(err.find("val_acc"), std::string::npos) << err;
+  EXPECT_EQ(err.find("val_loss"), err.rfind("val_loss")) << "warned once: " << err;
+
+  // Other ranks keep quiet.
+  strategy.rank = 1;
+  volt::connectors::LoggerConnector other({logger}, 1, strategy);
+  ::testing::internal::CaptureStderr();
+  other.begin_epoch(RunningStage::kValidating);
+  other.log(RunningStage::kValidating, "val_loss", scalar(1.0), {}, 1);
+  other.end_epoch(RunningStage::kValidating, 0, 0);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
 }
 
 TEST_F(LoggerConnectorTest, ForwardsHyperparamsFinalizeVersionAndFolder) {

@@ -365,10 +365,9 @@ TEST(TrainerOutputs, LogEveryNStepsWritesATrainRowEveryNBatches) {
     auto v = row.find("val_loss");
     if (v != row.end() && !v->second.empty()) val_steps.push_back(row.at("step"));
   }
-  // 4 rows an epoch. Volt writes the global step after the batch's optimizer step
-  // (Lightning writes _batches_that_stepped before it: 1, 3, 5, ...).
-  EXPECT_EQ(train_steps, (std::vector<std::string>{"2", "4", "6", "8", "10", "12", "14", "16"}));
-  EXPECT_EQ(val_steps, (std::vector<std::string>{"8", "16"}));
+  // 4 rows an epoch, at Lightning's _batches_that_stepped before the batch's step.
+  EXPECT_EQ(train_steps, (std::vector<std::string>{"1", "3", "5", "7", "9", "11", "13", "15"}));
+  EXPECT_EQ(val_steps, (std::vector<std::string>{"7", "15"}));
 }
 
 // Lightning sends step metrics to the loggers only on batches that step the optimizer
@@ -389,7 +388,7 @@ TEST(TrainerOutputs, WithAccumulationTrainRowsAreWrittenOnlyOnOptimizerSteps) {
     auto t = row.find("train_loss");
     if (t != row.end() && !t->second.empty()) train_steps.push_back(row.at("step"));
   }
-  EXPECT_EQ(train_steps, (std::vector<std::string>{"1", "2", "3", "4"}));
+  EXPECT_EQ(train_steps, (std::vector<std::string>{"0", "1", "2", "3"}));
 }
 
 TEST(TrainerOutputs, LogEveryNStepsLargerThanTheRunLogsNoTrainRow) {
@@ -408,36 +407,54 @@ TEST(TrainerOutputs, LogEveryNStepsLargerThanTheRunLogsNoTrainRow) {
 
 // --- ckpt_path names ---
 
-TEST(TrainerOutputs, LastOrBestCkptPathWithoutModelCheckpointIsAConfigError) {
+TEST(TrainerOutputs, BestCkptPathWithoutModelCheckpointIsAConfigError) {
   ScratchDir dir;
-  for (const std::string name : {"last", "best"}) {
-    Trainer trainer(quiet_options(dir.path()));
-    BoringModule m;
-    try {
-      trainer.fit(m, random_loader(8, 4, 1), nullptr, name);
-      ADD_FAILURE() << name << ": no ConfigError";
-    } catch (const ConfigError& e) {
-      EXPECT_TRUE(contains(e.what(), "ckpt_path=\"" + name + "\"")) << e.what();
-      EXPECT_TRUE(contains(e.what(), "ModelCheckpoint")) << e.what();
-    }
-    EXPECT_EQ(m.train_steps, 0) << name;
-    EXPECT_THROW(trainer.validate(m, random_loader(8, 4, 1), name), ConfigError) << name;
+  Trainer trainer(quiet_options(dir.path()));
+  BoringModule m;
+  try {
+    trainer.fit(m, random_loader(8, 4, 1), nullptr, "best");
+    ADD_FAILURE() << "no ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_TRUE(contains(e.what(), "ckpt_path=\"best\"")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "ModelCheckpoint")) << e.what();
   }
+  EXPECT_EQ(m.train_steps, 0);
+  EXPECT_THROW(trainer.validate(m, random_loader(8, 4, 1), "best"), ConfigError);
 }
 
-TEST(TrainerOutputs, LastCkptPathBeforeAnyLastCheckpointIsAConfigError) {
+// Lightning: ckpt_path="last" without a last checkpoint is a warning, not an error, so that
+// it can be set before the first run: fit trains from scratch, validate uses the weights
+// in memory.
+TEST(TrainerOutputs, LastCkptPathWithoutModelCheckpointWarnsAndRunsWithoutLoading) {
+  ScratchDir dir;
+  Trainer trainer(quiet_options(dir.path()));
+  BoringModule m;
+  ::testing::internal::CaptureStderr();
+  trainer.fit(m, random_loader(8, 4, 1), nullptr, "last");
+  std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(m.train_steps, 2);
+  EXPECT_TRUE(contains(err, "fit(ckpt_path=\"last\")")) << err;
+  EXPECT_TRUE(contains(err, "no ModelCheckpoint")) << err;
+  ::testing::internal::CaptureStderr();
+  trainer.validate(m, random_loader(8, 4, 1), "last");
+  err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(m.val_steps, 2);
+  EXPECT_TRUE(contains(err, "validate(ckpt_path=\"last\")")) << err;
+  EXPECT_TRUE(contains(err, "weights in memory")) << err;
+}
+
+TEST(TrainerOutputs, LastCkptPathBeforeAnyLastCheckpointWarnsAndUsesTheWeightsInMemory) {
   ScratchDir dir;
   auto o = quiet_options(dir.path());
   o.enable_checkpointing = true;  // default ModelCheckpoint: save_last off
   Trainer trainer(o);
   BoringModule m;
   trainer.fit(m, random_loader(8, 4, 1));
-  try {
-    trainer.validate(m, random_loader(8, 4, 1), "last");
-    FAIL() << "no ConfigError";
-  } catch (const ConfigError& e) {
-    EXPECT_TRUE(contains(e.what(), "save_last")) << e.what();
-  }
+  ::testing::internal::CaptureStderr();
+  trainer.validate(m, random_loader(8, 4, 1), "last");
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(contains(err, "save_last")) << err;
+  EXPECT_EQ(m.val_steps, 2);
   // "best" is the one checkpoint it kept.
   EXPECT_NO_THROW(trainer.validate(m, random_loader(8, 4, 1), "best"));
 }

@@ -11,13 +11,14 @@ namespace volt::callbacks {
 /// Stops fit when a monitored metric stops improving, crosses a threshold, or becomes
 /// NaN/inf, as Lightning's EarlyStopping does.
 ///
-/// When it checks: after validation (on_validation_end) by default; at on_train_epoch_end
-/// when check_on_train_epoch_end is true, or when it is unset and the run has no
-/// validation batches. With check_finite, it also checks finiteness at every
+/// When it checks: when check_on_train_epoch_end is unset, as Lightning does: at
+/// on_train_epoch_end (after the epoch's validation) when val_check_interval is 1.0 (or 1)
+/// and check_val_every_n_epoch is 1, else after each validation (on_validation_end).
+/// check_on_train_epoch_end true or false chooses one of the two. With check_finite, it also checks finiteness at every
 /// on_train_batch_end where the monitored key is in callback_metrics (a step-level
 /// training metric such as train_loss), so a NaN loss stops training within the step it
 /// appeared in; that check costs one boolean all-reduce per step under DDP. Nothing is
-/// checked during the sanity check or outside fit.
+/// checked during the sanity check, outside fit, or under fast_dev_run (as in Lightning).
 ///
 /// Ranks: every rank evaluates; the decision goes through
 /// TrainerView::reduce_boolean_decision(should_stop, all=false), so training stops on all
@@ -43,8 +44,9 @@ class EarlyStopping : public Callback {
     std::optional<double> stopping_threshold;
     /// Stop once the metric is worse than this.
     std::optional<double> divergence_threshold;
-    /// Check at train epoch end (true) or after validation (false); unset: after
-    /// validation, or at train epoch end when the run has no validation batches.
+    /// Check at train epoch end (true) or after validation (false); unset: at train epoch
+    /// end when validation runs once per epoch (val_check_interval 1.0, every epoch), else
+    /// after validation (Lightning's rule).
     std::optional<bool> check_on_train_epoch_end;
   };
 

@@ -18,8 +18,10 @@ namespace volt::callbacks {
 /// When it saves (Lightning's rules):
 /// - every_n_train_steps > 0: at on_train_batch_end when global_step is a multiple of it.
 /// - every_n_epochs > 0: at the end of every n-th epoch; at on_train_epoch_end when
-///   save_on_train_epoch_end is true (default: when the run has no validation), else at
-///   on_validation_end.
+///   save_on_train_epoch_end is true, else at on_validation_end. Unset, as in Lightning:
+///   after validation when check_val_every_n_epoch is not 1; at train epoch end when the
+///   run has no validation batches or validates once per epoch (val_check_interval 1.0
+///   or 1); after each validation otherwise.
 /// - save_last: at every epoch-end save point and every step save, whatever the interval.
 /// Never during the sanity check, never outside fit (validate/test/predict), never twice for
 /// the same global step, and never before the first optimizer step.
@@ -59,8 +61,8 @@ class ModelCheckpoint : public Callback {
     std::optional<int64_t> every_n_epochs;
     /// Optimizer steps between saves; 0: off.
     int64_t every_n_train_steps = 0;
-    /// Save at on_train_epoch_end (true) or at on_validation_end (false); unset: at train
-    /// epoch end when the run has no validation batches, else after validation.
+    /// Save at on_train_epoch_end (true) or at on_validation_end (false); unset: Lightning's
+    /// rule (see the class comment).
     std::optional<bool> save_on_train_epoch_end;
     /// "{val_loss:.2f}" renders as "val_loss=0.12" (true) or "0.12" (false).
     bool auto_insert_metric_name = true;
@@ -131,6 +133,10 @@ class ModelCheckpoint : public Callback {
   std::optional<double> current_score() const { return current_score_; }
   /// The rolling "last" checkpoint (empty without save_last or before the first save).
   const std::string& last_model_path() const { return last_model_path_; }
+  /// The "last" checkpoints on disk, as Lightning looks for them for ckpt_path="last":
+  /// last_model_path when the file exists, and every "last*.ckpt" in dirpath (once it is
+  /// resolved, at setup).
+  std::vector<std::string> find_last_checkpoints() const;
 
  private:
   /// One "{key:spec}" or literal run of the filename template.

@@ -1,5 +1,6 @@
 #pragma once
 #include <memory>
+#include <string>
 
 #include "volt/core/batch_limit.h"
 #include "volt/core/types.h"
@@ -31,8 +32,12 @@ class DataConnector {
   std::shared_ptr<data::DataLoader> test_loader() const { return test_; }
   std::shared_ptr<data::DataLoader> predict_loader() const { return predict_; }
 
-  /// Batches a stage runs: `limit` applied to the loader's length (0 without a loader).
-  static int64_t num_batches(const std::shared_ptr<data::DataLoader>& loader, const BatchLimit& limit);
+  /// Batches a stage runs: `limit` (the Trainer flag named `flag`, e.g.
+  /// "limit_val_batches") applied to the loader's length (0 without a loader). A positive
+  /// fraction that selects no batch of a non-empty loader (0.05 of 10 batches) is a
+  /// ConfigError naming the smallest fraction that would work, as in Lightning.
+  static int64_t num_batches(const std::shared_ptr<data::DataLoader>& loader, const BatchLimit& limit,
+                             const std::string& flag);
 
  private:
   std::unique_ptr<data::DataModule> owned_;

@@ -2,12 +2,14 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
 
 #include "volt/core/step_context.h"
+#include "volt/core/trainer_state.h"
 #include "volt/core/types.h"
 #include "volt/loggers/logger.h"
 #include "volt/strategies/strategy.h"
@@ -27,15 +29,26 @@ class LoggerConnector {
   void log(RunningStage stage, const std::string& name, const at::Tensor& value, const LogOptions& options,
            int64_t default_batch_size);
 
-  /// Starts an epoch of `stage`: clears its aggregates.
+  /// Starts an epoch of `stage`: clears its aggregates and its step values.
   void begin_epoch(RunningStage stage);
-  /// After a training batch: sends this batch's step metrics to the loggers when `count`
-  /// (optimizer steps, or batches in manual optimization) is a positive multiple of
-  /// log_every_n_steps (or `force`); otherwise drops them (they stay callback metrics).
-  void end_train_batch(int64_t count, int64_t global_step, int64_t epoch, bool force = false);
+  /// After a training batch's on_train_batch_end hooks (not after a batch that only
+  /// accumulated gradients): when volt::should_update_logs (trainer_state.h), sends the epoch's latest step values
+  /// (a value logged at an earlier batch of the epoch stays in the row, as in Lightning)
+  /// with an "epoch" column to the loggers at step `batches_that_stepped`.
+  void end_train_batch(int64_t batches_that_stepped, int64_t epoch, bool should_stop = false);
+  /// After an evaluation batch (not in the sanity check): the evaluation run's latest step
+  /// values (on_step=true in validation_step/test_step) go to the loggers at the count of
+  /// `stage`'s batches seen before this one (continuing across the validation runs of a fit,
+  /// as Lightning's val loop does), without an "epoch" column.
+  void end_eval_batch(RunningStage stage);
+  /// Restarts the batch count end_eval_batch logs at (a new fit, validate or test call).
+  void reset_eval_step_count(RunningStage stage);
   /// Ends an epoch of `stage`: aggregates become callback metrics ("name" and, when also
-  /// logged per step, "name_epoch") and go to the loggers at `global_step`. Returns them.
-  MetricMap end_epoch(RunningStage stage, int64_t global_step, int64_t epoch);
+  /// logged per step, "name_epoch") and go to the loggers at `step` (the loops pass
+  /// batches_that_stepped, minus one for the training epoch, as Lightning does). Returns
+  /// them. Under several processes, a value aggregated without sync_dist=true is warned
+  /// about once per name (rank 0): each rank would keep its own.
+  MetricMap end_epoch(RunningStage stage, int64_t step, int64_t epoch);
   /// Forgets everything recorded (between stages such as the sanity check and training).
   void reset_metrics();
 
@@ -81,7 +94,11 @@ class LoggerConnector {
   strategies::Strategy& strategy_;
   std::map<std::string, Aggregate> train_aggregates_;
   std::map<std::string, Aggregate> eval_aggregates_;
-  MetricMap step_metrics_;  // this training batch's values bound for the loggers
+  MetricMap step_metrics_;       // the training epoch's latest step values bound for the loggers
+  MetricMap eval_step_metrics_;  // the same for the evaluation run in progress
+  int64_t val_steps_seen_ = 0;
+  int64_t test_steps_seen_ = 0;
+  std::set<std::string> warned_sync_dist_;
   MetricMap callback_metrics_;
   MetricMap progress_bar_metrics_;
   MetricMap logged_metrics_;

@@ -26,6 +26,8 @@ class LRScheduler {
   /// Restores the counter (and the rates it implies), e.g. from a checkpoint.
   void set_last_epoch(int64_t last_epoch);
   const std::vector<double>& base_lrs() const { return base_lrs_; }
+  /// The optimizer whose rates it sets.
+  torch::optim::Optimizer& optimizer() const { return optimizer_; }
 
  protected:
   /// The rate of a group whose base rate is `base_lr`, after `epoch` steps.

@@ -21,7 +21,8 @@ class Module : public torch::nn::Module {
 
   // --- steps ---
   /// One training batch. Return the loss to back-propagate (automatic optimization) or
-  /// an undefined tensor to skip the batch. With manual optimization, call
+  /// an undefined tensor to skip its backward (as Lightning's None: the optimizer step of
+  /// the accumulation window still runs and counts in global_step). With manual optimization, call
   /// ctx.manual_backward / ctx.optimizer_step yourself and return anything.
   virtual at::Tensor training_step(Batch& batch, StepContext& ctx) = 0;
   /// One validation batch, under no-grad and eval mode. Log with ctx.log.

@@ -1,7 +1,9 @@
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 
+#include "volt/core/batch_limit.h"
 #include "volt/core/types.h"
 
 namespace volt {
@@ -21,6 +23,23 @@ struct TrainerState {
   /// Training batches run in this fit across epochs (drives log_every_n_steps in manual
   /// optimization and val_check_interval counted across epochs); kept in checkpoints.
   int64_t batches_seen = 0;
+  /// Lightning's `_batches_that_stepped`: training batches that ended with an optimizer
+  /// step (every batch in manual optimization), counted after the batch's validation. The
+  /// step value the loggers receive: a training row logged during batch k of a run without
+  /// accumulation has step k, a validation row the value of the batch it ran after, the
+  /// training epoch row the value minus one. Derived from global_step (batches_seen in
+  /// manual optimization) when a fit starts, so checkpoints need not hold it.
+  int64_t batches_that_stepped = 0;
+  /// The run's log_every_n_steps (set when a fit starts): with batches_that_stepped, when
+  /// step-level values reach the loggers (see LoggerConnector::should_update_logs).
+  int64_t log_every_n_steps = 50;
+  /// The run's val_check_interval and check_val_every_n_epoch (set when a fit starts):
+  /// callbacks choose between checking at train epoch end and after validation by them,
+  /// as Lightning's EarlyStopping and ModelCheckpoint do.
+  BatchLimit val_check_interval;
+  std::optional<int64_t> check_val_every_n_epoch = 1;
+  /// fast_dev_run is on (set when a fit starts): EarlyStopping does not check, as in Lightning.
+  bool fast_dev_run = false;
   /// Batches the current training epoch will run (after limit_train_batches).
   int64_t num_training_batches = 0;
   /// Batches per validation run (after limit_val_batches).
@@ -41,5 +60,13 @@ struct TrainerState {
   int64_t world_size = 1;
   std::string default_root_dir = ".";
 };
+
+/// Lightning's rule for step-level values (the logger connector's training rows, the
+/// LearningRateMonitor's rows): they go to the loggers when the step being completed
+/// (`batches_that_stepped` + 1) is a multiple of `log_every_n_steps`, and at every batch
+/// once a stop was requested, until it takes effect.
+inline bool should_update_logs(int64_t batches_that_stepped, int64_t log_every_n_steps, bool should_stop) {
+  return should_stop || (log_every_n_steps > 0 && (batches_that_stepped + 1) % log_every_n_steps == 0);
+}
 
 }  // namespace volt

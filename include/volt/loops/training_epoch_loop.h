@@ -8,18 +8,27 @@ namespace volt::loops {
 
 /// One training epoch: batches, the optimization step (automatic, with gradient
 /// accumulation and clipping, or manual), step-interval LR schedulers, logging cadence,
-/// and validation at val_check_interval and at the epoch's end.
+/// and validation at val_check_interval, all as Lightning 2.2 does them: step values are
+/// logged at TrainerState::batches_that_stepped, a stop request ends the epoch right after
+/// the batch (or validation) that made it, once min_epochs/min_steps allow.
 class TrainingEpochLoop : public Loop {
  public:
   using Loop::Loop;
   /// Runs the current epoch (ctx.state.current_epoch), starting after
   /// ctx.state.batches_done batches (non-zero when resuming mid-epoch).
   void run();
-  /// True when this epoch should end with validation.
+  /// True when this epoch validates (check_val_every_n_epoch; a val loader with batches).
   bool is_validation_epoch() const;
+  /// A new fit: the "stop held back by min_epochs/min_steps" notice may be printed again.
+  void begin_fit() { announced_held_stop_ = false; }
 
  private:
-  bool should_validate_after(int64_t batch_idx, int64_t num_batches, bool last) const;
+  /// Lightning's validation points: every int(n * fraction) batches, or every `count`
+  /// batches (of the epoch, or of the run without check_val_every_n_epoch); and, whatever
+  /// the schedule, at a batch after which a requested stop takes effect (`stopping`).
+  bool should_validate_after(int64_t batch_idx, int64_t num_batches, bool stopping) const;
+  /// Prints, once per fit on rank 0, that a stop waits for min_epochs/min_steps.
+  void announce_held_stop();
   void run_validation();
   void step_schedulers(Interval interval);
   bool reached_max_steps() const;
@@ -28,6 +37,8 @@ class TrainingEpochLoop : public Loop {
   /// returns true. `at_step_boundary` false (gradients of an unfinished accumulation
   /// window, which no checkpoint holds): the signal waits until the window's optimizer step.
   bool interrupted(bool at_step_boundary);
+
+  bool announced_held_stop_ = false;
 };
 
 }  // namespace volt::loops

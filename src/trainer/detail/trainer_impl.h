@@ -3,6 +3,7 @@
 #include <atomic>
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 
 #include <torch/optim/optimizer.h>
@@ -124,19 +125,44 @@ class Trainer::Impl : public TrainerView {
                                        callback_connector_.callbacks(), *this};
   }
 
-  /// "last"/"best" through the first ModelCheckpoint; anything else is a path.
-  std::string resolve_ckpt_path(const std::string& ckpt_path) const {
+  /// "best" through the first ModelCheckpoint; "last": the newest "last" checkpoint of
+  /// any ModelCheckpoint (its last_model_path or a last*.ckpt in its folder), or, when
+  /// there is none, "" after a warning (rank 0): Lightning then trains from scratch (fit)
+  /// or uses the weights in memory, so that ckpt_path="last" can be set before the first
+  /// run. Anything else is a path.
+  std::string resolve_ckpt_path(const std::string& ckpt_path, const std::string& fn = "fit") const {
     if (ckpt_path != "last" && ckpt_path != "best") return ckpt_path;
     const auto cbs = callback_connector_.checkpoint_callbacks();
+    if (ckpt_path == "last") {
+      std::string newest;
+      std::filesystem::file_time_type newest_time{};
+      for (const auto& cb : cbs) {
+        for (const std::string& path : cb->find_last_checkpoints()) {
+          std::error_code ec;
+          const auto time = std::filesystem::last_write_time(path, ec);
+          if (!ec && (newest.empty() || time > newest_time)) {
+            newest = path;
+            newest_time = time;
+          }
+        }
+      }
+      if (newest.empty() && owner_.state_.is_global_zero) {
+        std::cerr << "[volt] warning: " << fn << "(ckpt_path=\"last\") is set, but there is no last checkpoint"
+                  << (cbs.empty() ? " (this Trainer has no ModelCheckpoint)" : "") << ", so none is loaded and "
+                  << (fn == "fit" ? "training starts from scratch" : "the weights in memory are used")
+                  << ". To write one, set ModelCheckpoint's save_last=true.\n";
+      }
+      return newest;
+    }
     if (cbs.empty()) {
       throw ConfigError("ckpt_path=\"" + ckpt_path + "\" needs a ModelCheckpoint callback, and this Trainer has none "
                         "(enable_checkpointing=false?). Pass a file path instead.");
     }
-    const std::string path = ckpt_path == "last" ? cbs.front()->last_model_path() : cbs.front()->best_model_path();
+    const std::string path = cbs.front()->best_model_path();
     if (path.empty()) {
-      throw ConfigError("ckpt_path=\"" + ckpt_path + "\" but the ModelCheckpoint callback has no " + ckpt_path +
-                        " checkpoint yet" + (ckpt_path == "last" ? " (is save_last on?)" : "") +
-                        ". Run fit first or pass a file path.");
+      throw ConfigError(
+          "ckpt_path=\"best\" but the ModelCheckpoint callback has no best checkpoint yet. Run fit "
+          "first or pass a file path.");
     }
     return path;
   }
