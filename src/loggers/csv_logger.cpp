@@ -141,11 +141,12 @@ std::string csv_field(const std::string& s) {
   return out + "\"";
 }
 
-// Parses the first record of `text` (RFC 4180 quoting). Sets `end` past its line break.
-std::vector<std::string> parse_csv_record(const std::string& text, size_t& end) {
+// Parses the record of `text` that starts at `pos` (RFC 4180 quoting), and moves `pos` past
+// its line break.
+std::vector<std::string> parse_csv_record(const std::string& text, size_t& pos) {
   std::vector<std::string> fields(1);
   bool quoted = false;
-  size_t i = 0;
+  size_t i = pos;
   for (; i < text.size(); ++i) {
     const char c = text[i];
     if (quoted) {
@@ -168,7 +169,7 @@ std::vector<std::string> parse_csv_record(const std::string& text, size_t& end) 
       fields.back() += c;
     }
   }
-  end = i;
+  pos = i;
   return fields;
 }
 
@@ -395,13 +396,19 @@ void CSVLogger::flusher_loop() {
 }
 
 void CSVLogger::register_columns(const Rows& rows) {
+  bool added = false;
   for (const auto& row : rows) {
     for (const auto& entry : row.second) {
-      if (entry.first == kStepColumn || column_index_.count(entry.first)) continue;
-      column_index_[entry.first] = columns_.size();
-      columns_.push_back(entry.first);
+      if (column_index_.emplace(entry.first, columns_.size()).second) {
+        columns_.push_back(entry.first);
+        added = true;
+      }
     }
   }
+  if (!added) return;
+  // Lightning's CSV writer keeps every column, "epoch" and "step" among them, sorted by name.
+  std::sort(columns_.begin(), columns_.end());
+  for (size_t i = 0; i < columns_.size(); ++i) column_index_[columns_[i]] = i;
 }
 
 std::string CSVLogger::format_rows(const Rows& rows) const {
@@ -461,7 +468,7 @@ void CSVLogger::write_rows(const Rows& rows) {
       columns_ = parse_csv_record(*existing, end);
       column_index_.clear();
       for (size_t i = 0; i < columns_.size(); ++i) column_index_.emplace(columns_[i], i);
-      columns_on_disk_ = columns_.size();
+      disk_columns_ = columns_;
       if (!column_index_.count(kStepColumn)) {
         column_index_[kStepColumn] = columns_.size();
         columns_.push_back(kStepColumn);
@@ -482,35 +489,37 @@ void CSVLogger::write_rows(const Rows& rows) {
   const std::string new_rows = format_rows(rows);
 
   bool written = false;
-  if (columns_on_disk_ == columns_.size()) {
+  if (disk_columns_ == columns_) {
     // A row torn by a crash of the earlier run must not swallow our first row.
     written = append_to_file(path, ends_mid_line ? "\n" + new_rows : new_rows);
-  } else if (columns_on_disk_ > 0) {
+  } else if (!disk_columns_.empty()) {
     if (!existing) existing = read_file(path);
     if (existing) {
-      // Columns are only ever appended, so old rows stay valid once padded with empty
-      // cells; no need to parse them.
-      size_t body = 0;
-      parse_csv_record(*existing, body);
-      const std::string pad(columns_.size() - columns_on_disk_, ',');
+      // New columns: the whole file again under the new (sorted) header, each old row's
+      // cells moved to their column, as Lightning rewrites it.
+      size_t pos = 0;
+      parse_csv_record(*existing, pos);
       std::string content = header;
-      size_t pos = body;
+      std::vector<std::string> cells(columns_.size());
       while (pos < existing->size()) {
-        size_t eol = existing->find('\n', pos);
-        if (eol == std::string::npos) eol = existing->size();
-        size_t len = eol - pos;
-        if (len > 0 && (*existing)[pos + len - 1] == '\r') --len;
-        content.append(*existing, pos, len);
-        content += pad;
+        const std::vector<std::string> old = parse_csv_record(*existing, pos);
+        if (old.size() == 1 && old[0].empty()) continue;  // a blank line
+        for (auto& cell : cells) cell.clear();
+        for (size_t i = 0; i < old.size() && i < disk_columns_.size(); ++i) {
+          cells[column_index_.at(disk_columns_[i])] = old[i];
+        }
+        for (size_t i = 0; i < cells.size(); ++i) {
+          if (i > 0) content += ',';
+          content += csv_field(cells[i]);
+        }
         content += '\n';
-        pos = eol + 1;
       }
       write_file_atomically(path, content + new_rows);
       written = true;
     }
   }
   if (!written) write_file_atomically(path, header + new_rows);
-  columns_on_disk_ = columns_.size();
+  disk_columns_ = columns_;
 }
 
 }  // namespace volt::loggers

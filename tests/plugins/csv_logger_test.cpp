@@ -96,7 +96,7 @@ TEST_F(CSVLoggerTest, FolderIsNotCreatedBeforeFirstUse) {
   EXPECT_FALSE(fs::exists(dir_ / "lightning_logs"));
 }
 
-TEST_F(CSVLoggerTest, HeaderIsUnionOfNamesInFirstAppearanceOrderWithEmptyCells) {
+TEST_F(CSVLoggerTest, HeaderIsUnionOfNamesSortedByNameAsLightningWritesItWithEmptyCells) {
   CSVLogger logger(dir_.string());
   logger.log_metrics({{"loss", 1.5}}, 0);
   logger.log_metrics({{"val_acc", 0.25}, {"epoch", 0}}, 1);
@@ -104,7 +104,7 @@ TEST_F(CSVLoggerTest, HeaderIsUnionOfNamesInFirstAppearanceOrderWithEmptyCells) 
   logger.save();
   EXPECT_EQ(lines(logger.metrics_file_path()),
             (std::vector<std::string>{
-                "step,loss,epoch,val_acc", "0,1.5,,", "1,,0,0.25", "2,0.5,,"}));
+                "epoch,loss,step,val_acc", ",1.5,0,", "0,,1,0.25", ",0.5,2,"}));
 }
 
 TEST_F(CSVLoggerTest, AppendsRowsWhenHeaderIsUnchanged) {
@@ -114,7 +114,7 @@ TEST_F(CSVLoggerTest, AppendsRowsWhenHeaderIsUnchanged) {
   const ino_t before = inode(path);
   logger.log_metrics({{"loss", 2.0}}, 1);
   EXPECT_EQ(inode(path), before) << "rows with the same columns must be appended in place";
-  EXPECT_EQ(lines(path), (std::vector<std::string>{"step,loss", "0,1", "1,2"}));
+  EXPECT_EQ(lines(path), (std::vector<std::string>{"loss,step", "1,0", "2,1"}));
 }
 
 TEST_F(CSVLoggerTest, RewritesWholeFileAtomicallyWhenColumnsAppear) {
@@ -124,7 +124,7 @@ TEST_F(CSVLoggerTest, RewritesWholeFileAtomicallyWhenColumnsAppear) {
   const ino_t before = inode(path);
   logger.log_metrics({{"loss", 2.0}, {"lr", 0.1}}, 1);
   EXPECT_NE(inode(path), before) << "a wider header must replace the file by rename";
-  EXPECT_EQ(lines(path), (std::vector<std::string>{"step,loss,lr", "0,1,", "1,2,0.1"}));
+  EXPECT_EQ(lines(path), (std::vector<std::string>{"loss,lr,step", "1,,0", "2,0.1,1"}));
   for (const auto& entry : fs::directory_iterator(logger.log_dir())) {
     EXPECT_EQ(entry.path().filename().string().find(".tmp"), std::string::npos)
         << "temporary file left behind: " << entry.path();
@@ -158,7 +158,7 @@ TEST_F(CSVLoggerTest, DestructorWritesBufferedRows) {
     logger.log_metrics({{"loss", 3.0}}, 5);
     path = logger.metrics_file_path();
   }
-  EXPECT_EQ(lines(path), (std::vector<std::string>{"step,loss", "5,3"}));
+  EXPECT_EQ(lines(path), (std::vector<std::string>{"loss,step", "3,5"}));
 }
 
 TEST_F(CSVLoggerTest, ValuesRoundTripExactly) {
@@ -197,7 +197,7 @@ TEST_F(CSVLoggerTest, MetricNamesNeedingQuotesAreQuoted) {
   logger.log_metrics({{"a,b", 1.0}, {"say \"hi\"", 2.0}}, 0);
   logger.save();
   EXPECT_EQ(lines(logger.metrics_file_path()),
-            (std::vector<std::string>{"step,\"a,b\",\"say \"\"hi\"\"\"", "0,1,2"}));
+            (std::vector<std::string>{"\"a,b\",\"say \"\"hi\"\"\",step", "1,2,0"}));
 }
 
 TEST_F(CSVLoggerTest, ContinuesExistingFileOfSameVersion) {
@@ -212,7 +212,7 @@ TEST_F(CSVLoggerTest, ContinuesExistingFileOfSameVersion) {
   resumed.log_metrics({{"acc", 0.5}}, 2);
   resumed.save();
   EXPECT_EQ(lines(resumed.metrics_file_path()),
-            (std::vector<std::string>{"step,loss,acc", "0,1,", "1,2,", "2,,0.5"}));
+            (std::vector<std::string>{"acc,loss,step", ",1,0", ",2,1", "0.5,,2"}));
 }
 
 TEST_F(CSVLoggerTest, HparamsYamlHasOneLinePerKeyAndReadsBack) {
@@ -271,7 +271,7 @@ TEST_F(CSVLoggerTest, RowsReachTheFileWithinTheFlushDelayWithoutAnotherCall) {
     std::ifstream in(path);
     text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
-  EXPECT_NE(text.find("step,loss\n7,0.5\n"), std::string::npos) << "metrics.csv after 2 s: '" << text << "'";
+  EXPECT_NE(text.find("loss,step\n0.5,7\n"), std::string::npos) << "metrics.csv after 2 s: '" << text << "'";
 }
 
 TEST_F(CSVLoggerTest, DefaultFlushDelayIsTwoSeconds) {

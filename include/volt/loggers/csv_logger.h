@@ -116,9 +116,9 @@ class CSVLogger : public Logger {
   bool log_dir_created_ = false;
   std::mutex dir_mutex_;  // log_dir_, version_, log_dir_created_
 
-  std::vector<std::string> columns_;  // "step" first; file order
+  std::vector<std::string> columns_;  // sorted by name, as Lightning's; file order
   std::unordered_map<std::string, size_t> column_index_;
-  size_t columns_on_disk_ = 0;  // header width of metrics.csv as last written or read
+  std::vector<std::string> disk_columns_;  // the header of metrics.csv as last written or read
   bool existing_file_checked_ = false;
   std::mutex io_mutex_;  // the file and the column state above
   std::map<std::string, std::string> hparams_;
