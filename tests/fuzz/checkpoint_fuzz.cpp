@@ -1,0 +1,117 @@
+// TorchCheckpointIO::load_checkpoint: the .ckpt reader behind resume (ckpt_path), validate/test
+// with a checkpoint, and `volt inspect`. The input is the file's bytes. A file it accepts must give
+// a Checkpoint whose parts can be read the way inspect and resume read them.
+//
+// Known and reported (not a Volt bug): LibTorch 1.13's Unpickler sizes a string to the length its
+// opcode declares before reading it, so a 2 KB file whose pickle claims a 4 GB string makes
+// load_checkpoint allocate and zero 4 GB, then fail with CheckpointError. Under libFuzzer that is an
+// out-of-memory stop on every such mutation; the libFuzzer build skips inputs whose pickle declares a
+// string longer than the pickle itself (pickle_claims_too_much). The replay in the main build runs
+// them, under an address-space limit (tests/fuzz/regressions/checkpoint/, replay.cmake).
+#include <cstring>
+#include <string>
+
+#include <ATen/core/Tensor.h>
+#include <caffe2/serialize/inline_container.h>
+
+#include "fuzz_target.h"
+#include "volt/checkpoint_io/torch_checkpoint_io.h"
+#include "volt/core/error.h"
+
+namespace {
+
+constexpr const char* kTarget = "checkpoint";
+
+uint64_t little_endian(const uint8_t* p, int bytes) {
+  uint64_t v = 0;
+  for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+// Walks the opcodes of a pickle (protocol 2-4, what torch.save and Volt write) and says whether a
+// length field declares more bytes than follow it. Stops, saying no, at the first opcode it does not know.
+bool pickle_claims_too_much(const uint8_t* p, size_t n) {
+  size_t i = 0;
+  auto skip = [&](uint64_t bytes) {
+    if (bytes > n - i) return false;
+    i += bytes;
+    return true;
+  };
+  while (i < n) {
+    const uint8_t op = p[i++];
+    int length_bytes = 0;  // the opcode is followed by a little-endian length of this many bytes, then the data
+    uint64_t fixed = 0;    // or by this many bytes of argument
+    switch (op) {
+      case 'X': case 'T': case 'B': case 0x8b: length_bytes = 4; break;
+      case 0x8d: case 0x8e: length_bytes = 8; break;
+      case 0x8c: case 'U': case 'C': case 0x8a: length_bytes = 1; break;
+      case 0x80: case 'K': case 'q': case 'h': fixed = 1; break;
+      case 'M': fixed = 2; break;
+      case 'J': case 'r': case 'j': fixed = 4; break;
+      case 'G': case 0x95: fixed = 8; break;
+      case 'c':  // GLOBAL: module and name, each ending in a newline
+        for (int lines = 0; lines < 2 && i < n; ++i) lines += p[i] == '\n';
+        continue;
+      case '}': case ']': case ')': case '(': case 'u': case 's': case 'e': case 'a': case 't': case 0x85:
+      case 0x86: case 0x87: case 0x88: case 0x89: case 'N': case 'R': case 'b': case '0': case '2': case 'Q':
+      case 0x81: case 0x94: case 0x8f: case 0x90: case 0x91: case 0x93:
+        continue;
+      default:  // STOP or an opcode LibTorch refuses anyway
+        return false;
+    }
+    if (length_bytes > 0) {
+      if (static_cast<size_t>(length_bytes) > n - i) return false;
+      const uint64_t length = little_endian(p + i, length_bytes);
+      i += length_bytes;
+      if (length > n - i) return true;
+      i += length;
+    } else if (!skip(fixed)) {
+      return false;
+    }
+  }
+  return false;
+}
+
+[[maybe_unused]] bool declares_oversized_string(const std::string& path) {
+  try {
+    caffe2::serialize::PyTorchStreamReader reader(path);
+    if (!reader.hasRecord("data.pkl")) return false;
+    auto [bytes, size] = reader.getRecord("data.pkl");
+    return pickle_claims_too_much(static_cast<const uint8_t*>(bytes.get()), size);
+  } catch (const std::exception&) {
+    return false;  // load_checkpoint sees the same damage and must report it
+  }
+}
+
+}  // namespace
+
+VOLT_FUZZ_TARGET(checkpoint) {
+  const std::string path = volt::fuzz::scratch_path("input.ckpt");
+  volt::fuzz::write_file(path, data, size);
+#ifdef VOLT_FUZZ_LIBFUZZER
+  if (declares_oversized_string(path)) return 0;
+#endif
+  volt::Checkpoint ckpt;
+  try {
+    ckpt = volt::checkpoint_io::TorchCheckpointIO().load_checkpoint(path);
+  } catch (const volt::Error&) {
+    return 0;
+  } catch (const std::exception& e) {
+    volt::fuzz::crash_on_exception(kTarget, e);
+  }
+  try {
+    int64_t bytes = 0;
+    for (const auto& [name, t] : ckpt.tensors) {
+      if (!t.defined()) volt::fuzz::crash(kTarget, "tensor '" + name + "' was accepted undefined");
+      bytes += t.numel() * static_cast<int64_t>(t.element_size());
+      (void)t.sizes().vec();
+    }
+    for (const auto& [name, blob] : ckpt.blobs) bytes += static_cast<int64_t>(blob.size());
+    (void)ckpt.state_dict();
+    (void)ckpt.meta.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    (void)bytes;
+  } catch (const std::exception& e) {
+    volt::fuzz::crash(kTarget, std::string("an accepted checkpoint cannot be read: ") + e.what());
+  }
+  return 0;
+}
