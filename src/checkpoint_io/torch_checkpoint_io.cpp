@@ -222,6 +222,24 @@ Checkpoint TorchCheckpointIO::load_checkpoint(const std::string& path) {
       throw CheckpointError("checkpoint '" + path + "' has no '" + key + "' entry; it was not written by Volt.");
     }
   }
+  // A damaged or foreign file may hold anything under these keys: check each type before reading it.
+  auto foreign = [&](const std::string& what, const c10::IValue& got) {
+    return CheckpointError("checkpoint '" + path + "' has " + what + " that is a " + got.tagKind() +
+                           "; it was not written by Volt.");
+  };
+  for (const char* key : {"tensors", "blobs"}) {
+    if (!dict.at(key).isGenericDict()) throw foreign(std::string("a '") + key + "' entry", dict.at(key));
+    for (const auto& item : dict.at(key).toGenericDict()) {
+      if (!item.key().isString()) throw foreign(std::string("a name in '") + key + "'", item.key());
+      const std::string where = std::string("'") + key + "' entry '" + item.key().toStringRef() + "'";
+      if (!item.value().isTensor()) throw foreign(where, item.value());
+      const at::Tensor& t = item.value().toTensor();
+      if (std::string(key) == "blobs" && (t.scalar_type() != at::kByte || t.layout() != at::kStrided)) {
+        throw CheckpointError("checkpoint '" + path + "' has " + where + " of type " + c10::toString(t.scalar_type()) +
+                              ", not the dense uint8 bytes Volt writes; it was not written by Volt.");
+      }
+    }
+  }
   for (const auto& item : dict.at("tensors").toGenericDict()) {
     ckpt.tensors.emplace(item.key().toStringRef(), item.value().toTensor());
   }
@@ -230,10 +248,15 @@ Checkpoint TorchCheckpointIO::load_checkpoint(const std::string& path) {
     ckpt.blobs.emplace(item.key().toStringRef(),
                        std::string(static_cast<const char*>(t.data_ptr()), static_cast<size_t>(t.numel())));
   }
+  if (!dict.at("meta").isString()) throw foreign("a 'meta' entry", dict.at("meta"));
   try {
     ckpt.meta = nlohmann::json::parse(dict.at("meta").toStringRef());
   } catch (const std::exception& e) {
     throw CheckpointError("checkpoint '" + path + "' has malformed metadata: " + e.what());
+  }
+  if (!ckpt.meta.is_object() && !ckpt.meta.is_null()) {
+    throw CheckpointError("checkpoint '" + path + "' has metadata that is a JSON " + ckpt.meta.type_name() +
+                          ", not the object Volt writes.");
   }
   return ckpt;
 }
