@@ -1,12 +1,16 @@
 // TorchCheckpointIO::load_checkpoint: the .ckpt reader behind resume (ckpt_path), validate/test
-// with a checkpoint, and `volt inspect`. The input is the file's bytes. A file it accepts must give
-// a Checkpoint whose parts can be read the way inspect and resume read them.
+// with a checkpoint, and `volt inspect`. A file it accepts must give a Checkpoint whose parts can be
+// read the way inspect and resume read them (tensors defined, metadata a JSON object).
+// Input: the file's bytes; or a NUL byte and then a pickle, which the harness packs into an archive as
+// Volt writes it (data.pkl and the tensor records data/0 .. data/7, 256 bytes each) with valid checksums,
+// so that mutations reach the unpickler and Volt's reading of the dict instead of failing a zip CRC.
 //
 // Known and reported (not a Volt bug): LibTorch 1.13's Unpickler sizes a string to the length its
-// opcode declares before reading it, so a 2 KB file whose pickle claims a 4 GB string makes
-// load_checkpoint allocate and zero 4 GB, then fail with CheckpointError. Under libFuzzer that is an
-// out-of-memory stop on every such mutation; the libFuzzer build skips inputs whose pickle declares a
-// string longer than the pickle itself (pickle_claims_too_much). The replay in the main build runs
+// opcode declares before reading it, and its memo table to the largest index a BINPUT names, so a 2 KB
+// file whose pickle claims a 4 GB string (or memo slot 400 million) makes load_checkpoint allocate and
+// fill gigabytes, then fail with CheckpointError (or be killed for memory). Under libFuzzer that is an
+// out-of-memory stop on every such mutation; the libFuzzer build skips inputs whose pickle claims more
+// than the pickle itself could hold (pickle_claims_too_much). The replay in the main build runs
 // them, under an address-space limit (tests/fuzz/regressions/checkpoint/, replay.cmake).
 #include <cstring>
 #include <string>
@@ -28,8 +32,10 @@ uint64_t little_endian(const uint8_t* p, int bytes) {
   return v;
 }
 
-// Walks the opcodes of a pickle (protocol 2-4, what torch.save and Volt write) and says whether a
-// length field declares more bytes than follow it. Stops, saying no, at the first opcode it does not know.
+// Walks the opcodes of a pickle (protocol 2-4, what torch.save and Volt write) and says whether it claims
+// what LibTorch 1.13's unpickler allocates without a second thought: a length field declaring more bytes
+// than follow it, or a memo index beyond the pickle's size. Stops, saying no, at the first opcode it does
+// not know.
 bool pickle_claims_too_much(const uint8_t* p, size_t n) {
   size_t i = 0;
   auto skip = [&](uint64_t bytes) {
@@ -45,9 +51,18 @@ bool pickle_claims_too_much(const uint8_t* p, size_t n) {
       case 'X': case 'T': case 'B': case 0x8b: length_bytes = 4; break;
       case 0x8d: case 0x8e: length_bytes = 8; break;
       case 0x8c: case 'U': case 'C': case 0x8a: length_bytes = 1; break;
-      case 0x80: case 'K': case 'q': case 'h': fixed = 1; break;
+      case 0x80: case 'K': fixed = 1; break;
       case 'M': fixed = 2; break;
-      case 'J': case 'r': case 'j': fixed = 4; break;
+      case 'J': fixed = 4; break;
+      case 'h': fixed = 1; break;
+      case 'j': fixed = 4; break;
+      case 'q': case 'r': {  // BINPUT, LONG_BINPUT: the unpickler sizes its memo table to the index
+        const int bytes = op == 'q' ? 1 : 4;
+        if (static_cast<size_t>(bytes) > n - i) return false;
+        if (little_endian(p + i, bytes) > n) return true;
+        i += bytes;
+        continue;
+      }
       case 'G': case 0x95: fixed = 8; break;
       case 'c':  // GLOBAL: module and name, each ending in a newline
         for (int lines = 0; lines < 2 && i < n; ++i) lines += p[i] == '\n';
@@ -83,11 +98,32 @@ bool pickle_claims_too_much(const uint8_t* p, size_t n) {
   }
 }
 
+std::string archive_around(const uint8_t* pickle, size_t size) {
+  std::string out;
+  caffe2::serialize::PyTorchStreamWriter writer([&](const void* bytes, size_t n) -> size_t {
+    out.append(static_cast<const char*>(bytes), n);
+    return n;
+  });
+  writer.writeRecord("data.pkl", pickle, size);
+  const std::string tensor(256, '\x01');
+  for (int i = 0; i < 8; ++i) writer.writeRecord("data/" + std::to_string(i), tensor.data(), tensor.size());
+  writer.writeEndOfFile();
+  return out;
+}
+
 }  // namespace
 
 VOLT_FUZZ_TARGET(checkpoint) {
   const std::string path = volt::fuzz::scratch_path("input.ckpt");
-  volt::fuzz::write_file(path, data, size);
+  if (size > 0 && data[0] == 0) {
+#ifdef VOLT_FUZZ_LIBFUZZER
+    if (pickle_claims_too_much(data + 1, size - 1)) return 0;
+#endif
+    const std::string file = archive_around(data + 1, size - 1);
+    volt::fuzz::write_file(path, reinterpret_cast<const uint8_t*>(file.data()), file.size());
+  } else {
+    volt::fuzz::write_file(path, data, size);
+  }
 #ifdef VOLT_FUZZ_LIBFUZZER
   if (declares_oversized_string(path)) return 0;
 #endif
@@ -108,6 +144,10 @@ VOLT_FUZZ_TARGET(checkpoint) {
     }
     for (const auto& [name, blob] : ckpt.blobs) bytes += static_cast<int64_t>(blob.size());
     (void)ckpt.state_dict();
+    if (!ckpt.meta.is_object() && !ckpt.meta.is_null()) {
+      volt::fuzz::crash(kTarget, "accepted metadata that is a JSON " + std::string(ckpt.meta.type_name()) +
+                                     ", which inspect and resume cannot read");
+    }
     (void)ckpt.meta.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     (void)bytes;
   } catch (const std::exception& e) {

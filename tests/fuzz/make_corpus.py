@@ -9,6 +9,7 @@ import json
 import os
 import struct
 import sys
+import zipfile
 
 import torch
 
@@ -56,6 +57,12 @@ put("checkpoint", "weights_only", save({
     "tensors": {"state_dict.w": torch.ones(3, dtype=torch.int64), "state_dict.b": torch.tensor(True)},
     "blobs": {"a": torch.tensor([1], dtype=torch.uint8), "b": torch.tensor([2], dtype=torch.uint8)},
     "meta": json.dumps({"format_version": 1, "weights_only": True})}))
+
+# The same checkpoints as the harness's second input form: a NUL byte, then the archive's data.pkl.
+for name in ("volt_layout", "weights_only"):
+    with zipfile.ZipFile(os.path.join(CORPUS, "checkpoint", name)) as z:
+        pickle = z.read(next(n for n in z.namelist() if n.endswith("data.pkl")))
+    put("checkpoint", name + ".pkl", b"\0" + pickle)
 
 
 def safetensors(tensors, metadata=None):
