@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
@@ -13,6 +14,7 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <map>
 
 #include <ATen/core/Dict.h>
 #include <ATen/core/ivalue.h>
@@ -22,6 +24,7 @@
 #include <torch/csrc/jit/serialization/import_read.h>
 #include <torch/csrc/jit/serialization/pickler.h>
 #include <torch/csrc/jit/serialization/pickle.h>
+#include <torch/csrc/jit/serialization/unpickler.h>
 
 #include "volt/core/error.h"
 
@@ -42,6 +45,24 @@ void fsync_dir(const fs::path& dir) {
 }
 
 std::atomic<BeforeRenameHook> g_before_rename{nullptr};
+
+// Whether every element of a strided tensor lies inside its storage (LibTorch's unpickler builds the view
+// that a file's pickle describes without checking it against the bytes there).
+bool within_storage(const at::Tensor& t) {
+  if (t.layout() != at::kStrided) return false;
+  if (t.numel() == 0) return true;
+  int64_t last = t.storage_offset();
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    int64_t reach = 0;
+    if (t.stride(d) < 0 || __builtin_mul_overflow(t.size(d) - 1, t.stride(d), &reach) ||
+        __builtin_add_overflow(last, reach, &last)) {
+      return false;
+    }
+  }
+  int64_t end = 0;
+  return last >= 0 && !__builtin_mul_overflow(last + 1, static_cast<int64_t>(t.element_size()), &end) &&
+         static_cast<uint64_t>(end) <= t.storage().nbytes();
+}
 
 /// Removes ".<name>.tmp.<pid>.<n>" files that a process which no longer exists left
 /// behind when it died between creating and renaming them (a crash, SIGKILL). Files of
@@ -198,11 +219,31 @@ Checkpoint TorchCheckpointIO::load_checkpoint(const std::string& path) {
   const auto size = static_cast<int64_t>(in.tellg());
   in.close();
   c10::IValue root;
+  std::map<const void*, size_t> record_bytes;  // tensor record -> its size
   try {
     // What torch::jit::pickle_load does, but reading the zip records straight from the
     // file instead of from a copy of the whole file in memory (2.5x faster on 400 MB).
     caffe2::serialize::PyTorchStreamReader reader(path);
-    root = torch::jit::readArchiveAndTensors("data", "", "", c10::nullopt, c10::nullopt, c10::nullopt, reader);
+    // readArchiveAndTensors, but remembering each tensor record's size: LibTorch gives a storage the size
+    // the pickle declares, whatever its record holds (checked below, as reading past it reads the heap).
+    auto [pickle, pickle_size] = reader.getRecord("data.pkl");
+    size_t pickle_read = 0;
+    torch::jit::Unpickler unpickler(
+        [&, &pickle = pickle, pickle_size = pickle_size](char* buffer, size_t len) -> size_t {
+          len = std::min(pickle_size - pickle_read, len);
+          std::memcpy(buffer, static_cast<const char*>(pickle.get()) + pickle_read, len);
+          pickle_read += len;
+          return len;
+        },
+        nullptr, nullptr,
+        [&](const std::string& name) {
+          auto [bytes, size] = reader.getRecord("data/" + name);
+          record_bytes[bytes.get()] = size;
+          return std::move(bytes);
+        },
+        c10::nullopt);
+    unpickler.set_version(reader.version());
+    root = unpickler.parse_ivalue();
   } catch (const c10::Error& e) {
     throw CheckpointError("checkpoint '" + path + "' (" + std::to_string(size) +
                           " bytes) is not a readable Volt checkpoint (truncated or not a checkpoint): " +
@@ -234,6 +275,18 @@ Checkpoint TorchCheckpointIO::load_checkpoint(const std::string& path) {
       const std::string where = std::string("'") + key + "' entry '" + item.key().toStringRef() + "'";
       if (!item.value().isTensor()) throw foreign(where, item.value());
       const at::Tensor& t = item.value().toTensor();
+      const auto record = record_bytes.find(t.storage().data());
+      const size_t holds = record == record_bytes.end() ? 0 : record->second;
+      if (t.storage().nbytes() > holds) {
+        throw CheckpointError("checkpoint '" + path + "' has " + where + " whose storage declares " +
+                              std::to_string(t.storage().nbytes()) + " bytes but its record holds " +
+                              std::to_string(holds) + "; the file is damaged.");
+      }
+      if (!within_storage(t)) {
+        throw CheckpointError("checkpoint '" + path + "' has " + where + " whose shape, strides and offset reach " +
+                              "past its storage of " + std::to_string(t.storage().nbytes()) +
+                              " bytes; the file is damaged.");
+      }
       if (std::string(key) == "blobs" && (t.scalar_type() != at::kByte || t.layout() != at::kStrided)) {
         throw CheckpointError("checkpoint '" + path + "' has " + where + " of type " + c10::toString(t.scalar_type()) +
                               ", not the dense uint8 bytes Volt writes; it was not written by Volt.");
