@@ -2,7 +2,8 @@
 """Writes the seed corpus of the fuzz targets (tests/fuzz/corpus/<target>/): small valid inputs, one file
 each, made from the formats' own writers where Python has them (torch.save for checkpoints). Run with
 Debian's /usr/bin/python3 (it has torch) from anywhere; the files are committed, so this runs only when a
-format changes."""
+format changes. corpus/checkpoint/volt_written is a checkpoint Volt itself wrote (volt_dist_program --strategy
+single_device --devices 1 --steps 2 --samples 8 --batch 8 --checkpoint 1); this script adds its .pkl form."""
 import gzip
 import io
 import json
@@ -59,7 +60,7 @@ put("checkpoint", "weights_only", save({
     "meta": json.dumps({"format_version": 1, "weights_only": True})}))
 
 # The same checkpoints as the harness's second input form: a NUL byte, then the archive's data.pkl.
-for name in ("volt_layout", "weights_only"):
+for name in ("volt_layout", "weights_only", "volt_written"):
     with zipfile.ZipFile(os.path.join(CORPUS, "checkpoint", name)) as z:
         pickle = z.read(next(n for n in z.namelist() if n.endswith("data.pkl")))
     put("checkpoint", name + ".pkl", b"\0" + pickle)
