@@ -24,6 +24,7 @@ packages=(
   zlib1g-dev dataset-fashion-mnist git ca-certificates python3-numpy iproute2 python3-torch
   libcpp-httplib-dev pkgconf chromium chromium-driver
   libkainjow-mustache-dev fortunes python3-nbformat
+  clang-14 libclang-rt-14-dev
 )
 # Node.js and npm run the browser tests of `volt ui` (tests/ui/e2e). A machine may already have them from
 # elsewhere (NodeSource's nodejs bundles npm and conflicts with Debian's npm package): only install when absent.
