@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -15,6 +16,7 @@
 #include <functional>
 #include <iterator>
 #include <map>
+#include <vector>
 
 #include <ATen/core/Dict.h>
 #include <ATen/core/ivalue.h>
@@ -45,6 +47,98 @@ void fsync_dir(const fs::path& dir) {
 }
 
 std::atomic<BeforeRenameHook> g_before_rename{nullptr};
+
+// What in a pickle LibTorch 1.13's unpickler would act on unchecked, or "" when nothing: it pops TUPLE2,
+// TUPLE3 and NEWOBJ arguments from its stack without looking (a heap corruption, SIGSEGV or SIGABRT on a
+// crafted file), sizes a string to the length a field declares and its memo table to the largest index
+// named (gigabytes from a 2 KB file). So the opcodes are walked first, with their stack effects; torch.save
+// and Volt write the binary opcodes of protocols 2 to 4, and anything else is refused too.
+std::string pickle_problem(const unsigned char* p, size_t n) {
+  size_t i = 0;
+  int64_t depth = 0;
+  std::vector<int64_t> marks;
+  auto le = [&](int bytes) {
+    uint64_t v = 0;
+    for (int b = bytes - 1; b >= 0; --b) v = (v << 8) | p[i + b];
+    return v;
+  };
+  while (i < n) {
+    const size_t at = i;
+    const unsigned char op = p[i++];
+    const auto where = [&] { return " at byte " + std::to_string(at); };
+    int64_t pops = 0, pushes = 1;
+    int length_bytes = 0;
+    size_t fixed = 0;
+    bool to_mark = false;  // pops down to the last MARK
+    switch (op) {
+      case 'N': case 0x88: case 0x89: case '}': case ']': case ')': case 0x8f: break;
+      case 'J': fixed = 4; break;
+      case 'K': fixed = 1; break;
+      case 'M': fixed = 2; break;
+      case 'G': fixed = 8; break;
+      case 'h': fixed = 1; break;
+      case 'j': fixed = 4; break;
+      case 0x8a: case 0x8c: case 'U': case 'C': length_bytes = 1; break;
+      case 0x8b: case 'X': case 'T': case 'B': length_bytes = 4; break;
+      case 0x8d: case 0x8e: length_bytes = 8; break;
+      case 'c':  // GLOBAL: module and name, each ending in a newline
+        for (int lines = 0; lines < 2; ++i) {
+          if (i >= n) return "ends inside a GLOBAL" + where();
+          lines += p[i] == '\n';
+        }
+        break;
+      case '(': marks.push_back(depth); pushes = 0; break;
+      case 'q': case 'r': {  // BINPUT, LONG_BINPUT: the memo table grows to the index
+        const int bytes = op == 'q' ? 1 : 4;
+        if (static_cast<size_t>(bytes) > n - i) return "ends inside an opcode" + where();
+        if (le(bytes) > n) return "names memo slot " + std::to_string(le(bytes)) + where();
+        i += bytes;
+        pops = 1;
+        break;
+      }
+      case 0x94: pops = 1; break;               // MEMOIZE
+      case 'Q': case 0x85: pops = 1; break;     // BINPERSID, TUPLE1
+      case '2': pops = 1; pushes = 2; break;    // DUP
+      case '0': pops = 1; pushes = 0; break;    // POP
+      case 'R': case 'b': case 0x81: case 0x93: case 0x86: case 'a': pops = 2; break;
+      case 0x87: case 's': pops = 3; break;     // TUPLE3, SETITEM
+      case 't': case 0x91: to_mark = true; break;                   // TUPLE, FROZENSET
+      case 'e': case 'u': case 0x90: to_mark = true; pushes = 0; break;  // APPENDS, SETITEMS, ADDITEMS
+      case '1': to_mark = true; pushes = 0; break;                  // POP_MARK
+      case 0x80: fixed = 1; pushes = 0; break;  // PROTO
+      case 0x95: fixed = 8; pushes = 0; break;  // FRAME
+      case '.': return depth >= 1 ? "" : "stops with nothing on the stack" + where();
+      default: {
+        char hex[8];
+        std::snprintf(hex, sizeof(hex), "0x%02x", op);
+        return std::string("uses opcode ") + hex + where() + ", which Volt does not read";
+      }
+    }
+    if (fixed > n - i) return "ends inside an opcode" + where();
+    i += fixed;
+    if (length_bytes > 0) {
+      if (static_cast<size_t>(length_bytes) > n - i) return "ends inside an opcode" + where();
+      const uint64_t length = le(length_bytes);
+      i += length_bytes;
+      if (length > n - i) {
+        return "declares " + std::to_string(length) + " bytes" + where() + " but " + std::to_string(n - i) +
+               " follow";
+      }
+      i += length;
+    }
+    const int64_t floor = marks.empty() ? 0 : marks.back();
+    if (to_mark) {
+      if (marks.empty()) return "pops to a MARK that was never set" + where();
+      marks.pop_back();
+      if ((op == 'e' || op == 'u' || op == 0x90) && floor < 1) return "fills a container that is not there" + where();
+      depth = floor + pushes;
+    } else {
+      if (depth - floor < pops) return "pops more than its stack holds" + where();
+      depth += pushes - pops;
+    }
+  }
+  return "ends without STOP";
+}
 
 // Whether every element of a strided tensor lies inside its storage (LibTorch's unpickler builds the view
 // that a file's pickle describes without checking it against the bytes there).
@@ -227,6 +321,8 @@ Checkpoint TorchCheckpointIO::load_checkpoint(const std::string& path) {
     // readArchiveAndTensors, but remembering each tensor record's size: LibTorch gives a storage the size
     // the pickle declares, whatever its record holds (checked below, as reading past it reads the heap).
     auto [pickle, pickle_size] = reader.getRecord("data.pkl");
+    const std::string problem = pickle_problem(static_cast<const unsigned char*>(pickle.get()), pickle_size);
+    if (!problem.empty()) throw CheckpointError("its data.pkl " + problem);
     size_t pickle_read = 0;
     torch::jit::Unpickler unpickler(
         [&, &pickle = pickle, pickle_size = pickle_size](char* buffer, size_t len) -> size_t {
