@@ -15,8 +15,8 @@ if(TARGET volt_generator_web)
   foreach(name ${volt_fuzz_targets})
     file(GLOB fuzz_inputs CONFIGURE_DEPENDS ${fuzz_dir}/corpus/${name}/* ${fuzz_dir}/regressions/${name}/*)
     if(name STREQUAL "checkpoint")
-      # Some inputs make LibTorch's unpickler claim gigabytes (checkpoint_fuzz.cpp): with the address space
-      # limited to 3 GiB the claim fails, and load_checkpoint must turn that into a CheckpointError too.
+      # Some inputs once made LibTorch's unpickler allocate gigabytes; load_checkpoint refuses them first now.
+      # The 3 GiB address-space limit keeps a regression from taking the machine's memory.
       add_test(NAME fuzz.replay.${name}
         COMMAND sh -c "ulimit -v 3145728 && exec \"$0\" \"$@\"" $<TARGET_FILE:volt_fuzz_replay> ${name} ${fuzz_inputs})
     else()

@@ -79,7 +79,8 @@ bool coerce(const json& spec, const json& given, json& out, std::string& why) {
   if (type == "int") {
     if (given.is_number_integer()) {
       out = given.get<int64_t>();
-    } else if (given.is_number_float() && std::floor(given.get<double>()) == given.get<double>()) {
+    } else if (given.is_number_float() && std::floor(given.get<double>()) == given.get<double>() &&
+               std::fabs(given.get<double>()) < 9.2e18) {  // a double beyond int64 does not convert (UB)
       out = static_cast<int64_t>(given.get<double>());
     } else if (given.is_string()) {
       const std::string s = given;
