@@ -264,7 +264,7 @@ def checkpoint_kill(args, tmp, rng):
 
 def sigterm_resume(args, tmp, rng):
     trials, started = Trials("sigterm-resume", args.repeat), time.monotonic()
-    steps = "300"
+    steps = "600"
     common = ["--strategy", "ddp", "--devices", "2", "--steps", steps, "--shuffle", "1", "--samples", "320",
               "--checkpoint", "1"]
     base = os.path.join(tmp, "sigterm_full")
@@ -278,15 +278,15 @@ def sigterm_resume(args, tmp, rng):
         attempts += 1
         i = trials.passed + len(trials.failures)
         everyone = args.signal_every_rank
-        out, root = os.path.join(tmp, f"sigterm_{i}"), os.path.join(tmp, f"sigterm_{i}_root")
-        port = {"MASTER_PORT": str(29641 + i)}
+        out, root = os.path.join(tmp, f"sigterm_{attempts}"), os.path.join(tmp, f"sigterm_{attempts}_root")
+        port = {"MASTER_PORT": str(29641 + attempts)}
         job = Job([args.program, "--out", out + "_part", "--root", root] + common, out + ".log", env=port)
         try:
             ckpts = lambda: glob.glob(os.path.join(root, "**", "*.ckpt"), recursive=True)
             if not wait_for(ckpts, timeout=30):
                 trials.fail(i, "training did not start (no checkpoint)", job.output())
                 continue
-            delay = rng.uniform(0.0, 1.5)
+            delay = rng.uniform(0.0, 1.0)
             time.sleep(delay)
             ranks = ranks_running(out + "_part ", 2, job.proc.pid) or {0: job.proc.pid}
             targets = list(ranks.values()) if everyone else [ranks[0]]
@@ -298,6 +298,12 @@ def sigterm_resume(args, tmp, rng):
             job.cleanup()
         what = f"SIGTERM to {'every rank' if everyone else 'rank 0'} {delay:.2f} s after the first checkpoint"
         interrupted = glob.glob(os.path.join(root, "**", "interrupted.ckpt"), recursive=True)
+        if rc == -signal.SIGTERM and not interrupted and glob.glob(os.path.join(root, "**", f"*step={steps}.ckpt"),
+                                                                   recursive=True):
+            # Training had ended (its last checkpoint is there) and fit had returned: the program's own
+            # default action for SIGTERM applies again.
+            print(f"  trial {i}: {what}: training had finished first; not a trial, tried again", flush=True)
+            continue
         if rc != 0:
             trials.fail(i, f"{what}: the interrupted run exited {rc}", output)
             continue
