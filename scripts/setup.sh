@@ -26,6 +26,7 @@ packages=(
   libkainjow-mustache-dev fortunes python3-nbformat
   openmpi-bin slurm-wlm
   python3-yaml python3-tqdm python3-fsspec python3-packaging python3-typing-extensions
+  clang-14 libclang-rt-14-dev
 )
 # Node.js and npm run the browser tests of `volt ui` (tests/ui/e2e). A machine may already have them from
 # elsewhere (NodeSource's nodejs bundles npm and conflicts with Debian's npm package): only install when absent.

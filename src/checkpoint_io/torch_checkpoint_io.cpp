@@ -5,15 +5,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <map>
+#include <vector>
 
 #include <ATen/core/Dict.h>
 #include <ATen/core/ivalue.h>
@@ -23,6 +27,7 @@
 #include <torch/csrc/jit/serialization/import_read.h>
 #include <torch/csrc/jit/serialization/pickler.h>
 #include <torch/csrc/jit/serialization/pickle.h>
+#include <torch/csrc/jit/serialization/unpickler.h>
 
 #include "volt/core/error.h"
 #include "volt/core/error_boundary.h"
@@ -76,6 +81,116 @@ long temp_file_writer(const std::string& entry, const std::string& name) {
 }
 
 bool process_is_gone(long pid) { return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH; }
+
+// What in a pickle LibTorch 1.13's unpickler would act on unchecked, or "" when nothing: it pops TUPLE2,
+// TUPLE3 and NEWOBJ arguments from its stack without looking (a heap corruption, SIGSEGV or SIGABRT on a
+// crafted file), sizes a string to the length a field declares and its memo table to the largest index
+// named (gigabytes from a 2 KB file). So the opcodes are walked first, with their stack effects; torch.save
+// and Volt write the binary opcodes of protocols 2 to 4, and anything else is refused too.
+std::string pickle_problem(const unsigned char* p, size_t n) {
+  size_t i = 0;
+  int64_t depth = 0;
+  std::vector<int64_t> marks;
+  auto le = [&](int bytes) {
+    uint64_t v = 0;
+    for (int b = bytes - 1; b >= 0; --b) v = (v << 8) | p[i + b];
+    return v;
+  };
+  while (i < n) {
+    const size_t at = i;
+    const unsigned char op = p[i++];
+    const auto where = [&] { return " at byte " + std::to_string(at); };
+    int64_t pops = 0, pushes = 1;
+    int length_bytes = 0;
+    size_t fixed = 0;
+    bool to_mark = false;  // pops down to the last MARK
+    switch (op) {
+      case 'N': case 0x88: case 0x89: case '}': case ']': case ')': case 0x8f: break;
+      case 'J': fixed = 4; break;
+      case 'K': fixed = 1; break;
+      case 'M': fixed = 2; break;
+      case 'G': fixed = 8; break;
+      case 'h': fixed = 1; break;
+      case 'j': fixed = 4; break;
+      case 0x8a: case 0x8c: case 'U': case 'C': length_bytes = 1; break;
+      case 0x8b: case 'X': case 'T': case 'B': length_bytes = 4; break;
+      case 0x8d: case 0x8e: length_bytes = 8; break;
+      case 'c':  // GLOBAL: module and name, each ending in a newline
+        for (int lines = 0; lines < 2; ++i) {
+          if (i >= n) return "ends inside a GLOBAL" + where();
+          lines += p[i] == '\n';
+        }
+        break;
+      case '(': marks.push_back(depth); pushes = 0; break;
+      case 'q': case 'r': {  // BINPUT, LONG_BINPUT: the memo table grows to the index
+        const int bytes = op == 'q' ? 1 : 4;
+        if (static_cast<size_t>(bytes) > n - i) return "ends inside an opcode" + where();
+        if (le(bytes) > n) return "names memo slot " + std::to_string(le(bytes)) + where();
+        i += bytes;
+        pops = 1;
+        break;
+      }
+      case 0x94: pops = 1; break;               // MEMOIZE
+      case 'Q': case 0x85: pops = 1; break;     // BINPERSID, TUPLE1
+      case '2': pops = 1; pushes = 2; break;    // DUP
+      case '0': pops = 1; pushes = 0; break;    // POP
+      case 'R': case 'b': case 0x81: case 0x93: case 0x86: case 'a': pops = 2; break;
+      case 0x87: case 's': pops = 3; break;     // TUPLE3, SETITEM
+      case 't': case 0x91: to_mark = true; break;                   // TUPLE, FROZENSET
+      case 'e': case 'u': case 0x90: to_mark = true; pushes = 0; break;  // APPENDS, SETITEMS, ADDITEMS
+      case '1': to_mark = true; pushes = 0; break;                  // POP_MARK
+      case 0x80: fixed = 1; pushes = 0; break;  // PROTO
+      case 0x95: fixed = 8; pushes = 0; break;  // FRAME
+      case '.': return depth >= 1 ? "" : "stops with nothing on the stack" + where();
+      default: {
+        char hex[8];
+        std::snprintf(hex, sizeof(hex), "0x%02x", op);
+        return std::string("uses opcode ") + hex + where() + ", which Volt does not read";
+      }
+    }
+    if (fixed > n - i) return "ends inside an opcode" + where();
+    i += fixed;
+    if (length_bytes > 0) {
+      if (static_cast<size_t>(length_bytes) > n - i) return "ends inside an opcode" + where();
+      const uint64_t length = le(length_bytes);
+      i += length_bytes;
+      if (length > n - i) {
+        return "declares " + std::to_string(length) + " bytes" + where() + " but " + std::to_string(n - i) +
+               " follow";
+      }
+      i += length;
+    }
+    const int64_t floor = marks.empty() ? 0 : marks.back();
+    if (to_mark) {
+      if (marks.empty()) return "pops to a MARK that was never set" + where();
+      marks.pop_back();
+      if ((op == 'e' || op == 'u' || op == 0x90) && floor < 1) return "fills a container that is not there" + where();
+      depth = floor + pushes;
+    } else {
+      if (depth - floor < pops) return "pops more than its stack holds" + where();
+      depth += pushes - pops;
+    }
+  }
+  return "ends without STOP";
+}
+
+// Whether every element of a strided tensor lies inside its storage (LibTorch's unpickler builds the view
+// that a file's pickle describes without checking it against the bytes there).
+bool within_storage(const at::Tensor& t) {
+  if (t.layout() != at::kStrided) return false;
+  if (t.numel() == 0) return true;
+  int64_t last = t.storage_offset();
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    int64_t reach = 0;
+    if (t.stride(d) < 0 || __builtin_mul_overflow(t.size(d) - 1, t.stride(d), &reach) ||
+        __builtin_add_overflow(last, reach, &last)) {
+      return false;
+    }
+  }
+  int64_t end = 0;
+  return last >= 0 && !__builtin_mul_overflow(last + 1, static_cast<int64_t>(t.element_size()), &end) &&
+         static_cast<uint64_t>(end) <= t.storage().nbytes();
+}
 
 /// Removes ".<name>.tmp.<pid>.<n>" files that a process which no longer exists left
 /// behind when it died between creating and renaming them (a crash, SIGKILL). Files of
@@ -271,11 +386,35 @@ Checkpoint TorchCheckpointIO::load_checkpoint(const std::string& path) {
   const auto size = static_cast<int64_t>(fs::file_size(path, size_ec));
   const std::string name = "checkpoint " + quote_path(path) + " (" + std::to_string(size) + " bytes)";
   c10::IValue root;
+  RecordSizes record_bytes;  // tensor record -> its size
   try {
     // What torch::jit::pickle_load does, but reading the zip records straight from the
     // file instead of from a copy of the whole file in memory (2.5x faster on 400 MB).
     caffe2::serialize::PyTorchStreamReader reader(path);
-    root = torch::jit::readArchiveAndTensors("data", "", "", c10::nullopt, c10::nullopt, c10::nullopt, reader);
+    // readArchiveAndTensors, but remembering each tensor record's size: LibTorch gives a storage the size
+    // the pickle declares, whatever its record holds (checked in unpack, as reading past it reads the heap).
+    auto [pickle, pickle_size] = reader.getRecord("data.pkl");
+    const std::string problem = pickle_problem(static_cast<const unsigned char*>(pickle.get()), pickle_size);
+    if (!problem.empty()) throw CheckpointError(name + " is damaged: its data.pkl " + problem + ".");
+    size_t pickle_read = 0;
+    torch::jit::Unpickler unpickler(
+        [&, &pickle = pickle, pickle_size = pickle_size](char* buffer, size_t len) -> size_t {
+          len = std::min(pickle_size - pickle_read, len);
+          std::memcpy(buffer, static_cast<const char*>(pickle.get()) + pickle_read, len);
+          pickle_read += len;
+          return len;
+        },
+        nullptr, nullptr,
+        [&](const std::string& record) {
+          auto [bytes, record_size] = reader.getRecord("data/" + record);
+          record_bytes[bytes.get()] = record_size;
+          return std::move(bytes);
+        },
+        c10::nullopt);
+    unpickler.set_version(reader.version());
+    root = unpickler.parse_ivalue();
+  } catch (const CheckpointError&) {
+    throw;
   } catch (const c10::Error& e) {
     std::string said = e.what_without_backtrace();
     said = said.substr(0, said.find('\n'));
@@ -287,7 +426,7 @@ Checkpoint TorchCheckpointIO::load_checkpoint(const std::string& path) {
                           ". Give a .ckpt file that Volt wrote.");
   }
   try {
-    return unpack(root, name);
+    return unpack(root, name, record_bytes);
   } catch (const CheckpointError&) {
     throw;
   } catch (...) {
@@ -296,7 +435,8 @@ Checkpoint TorchCheckpointIO::load_checkpoint(const std::string& path) {
   }
 }
 
-Checkpoint TorchCheckpointIO::unpack(const c10::IValue& root, const std::string& name) {
+Checkpoint TorchCheckpointIO::unpack(const c10::IValue& root, const std::string& name,
+                                     const RecordSizes& record_bytes) {
   if (!root.isGenericDict()) {
     throw CheckpointError(name + " holds a " + root.tagKind() + ", not the dict a Volt checkpoint holds.");
   }
@@ -307,32 +447,53 @@ Checkpoint TorchCheckpointIO::unpack(const c10::IValue& root, const std::string&
       throw CheckpointError(name + " has no '" + key + "' entry; it was not written by Volt.");
     }
   }
-  if (!dict.at("tensors").isGenericDict() || !dict.at("blobs").isGenericDict() || !dict.at("meta").isString()) {
-    throw CheckpointError(name + " has 'tensors', 'blobs' or 'meta' entries of the wrong type; it was not written "
-                          "by Volt or is damaged.");
+  // A damaged or foreign file may hold anything under these keys: check each type before reading it.
+  auto foreign = [&](const std::string& what, const c10::IValue& got) {
+    return CheckpointError(name + " has " + what + " that is a " + got.tagKind() + "; it was not written by Volt.");
+  };
+  for (const char* key : {"tensors", "blobs"}) {
+    if (!dict.at(key).isGenericDict()) throw foreign(std::string("a '") + key + "' entry", dict.at(key));
+    for (const auto& item : dict.at(key).toGenericDict()) {
+      if (!item.key().isString()) throw foreign(std::string("a name in '") + key + "'", item.key());
+      const std::string where = std::string("'") + key + "' entry " + quote_path(item.key().toStringRef());
+      if (!item.value().isTensor()) throw foreign(where, item.value());
+      const at::Tensor& t = item.value().toTensor();
+      const auto record = record_bytes.find(t.storage().data());
+      const size_t holds = record == record_bytes.end() ? 0 : record->second;
+      if (t.storage().nbytes() > holds) {
+        throw CheckpointError(name + " has " + where + " whose storage declares " +
+                              std::to_string(t.storage().nbytes()) + " bytes but its record holds " +
+                              std::to_string(holds) + "; the file is damaged.");
+      }
+      if (!within_storage(t)) {
+        throw CheckpointError(name + " has " + where + " whose shape, strides and offset reach past its storage of " +
+                              std::to_string(t.storage().nbytes()) + " bytes; the file is damaged.");
+      }
+      if (std::string(key) == "blobs" &&
+          (t.scalar_type() != at::kByte || t.layout() != at::kStrided || t.dim() != 1)) {
+        throw CheckpointError(name + " has " + where + " of type " + c10::toString(t.scalar_type()) + " with " +
+                              std::to_string(t.dim()) +
+                              " dimension(s), not the 1-D uint8 bytes Volt writes; it was not written by Volt.");
+      }
+    }
   }
   for (const auto& item : dict.at("tensors").toGenericDict()) {
-    if (!item.key().isString() || !item.value().isTensor()) {
-      throw CheckpointError(name + " has a 'tensors' entry that is not a named tensor; it is damaged.");
-    }
     ckpt.tensors.emplace(item.key().toStringRef(), item.value().toTensor());
   }
   for (const auto& item : dict.at("blobs").toGenericDict()) {
-    if (!item.key().isString() || !item.value().isTensor()) {
-      throw CheckpointError(name + " has a 'blobs' entry that is not a named byte tensor; it is damaged.");
-    }
     const at::Tensor t = item.value().toTensor().contiguous();
-    if (t.scalar_type() != at::kByte || t.dim() != 1) {
-      throw CheckpointError(name + " has a 'blobs' entry '" + item.key().toStringRef() +
-                            "' that is not a 1-D uint8 tensor; it is damaged.");
-    }
     ckpt.blobs.emplace(item.key().toStringRef(),
                        std::string(static_cast<const char*>(t.data_ptr()), static_cast<size_t>(t.numel())));
   }
+  if (!dict.at("meta").isString()) throw foreign("a 'meta' entry", dict.at("meta"));
   try {
     ckpt.meta = nlohmann::json::parse(dict.at("meta").toStringRef());
   } catch (const std::exception& e) {
     throw CheckpointError(name + " has malformed metadata: " + e.what());
+  }
+  if (!ckpt.meta.is_object() && !ckpt.meta.is_null()) {
+    throw CheckpointError(name + " has metadata that is a JSON " + ckpt.meta.type_name() +
+                          ", not the object Volt writes.");
   }
   return ckpt;
 }

@@ -113,9 +113,11 @@ void CheckpointConnector::save(const CheckpointParts& parts, const std::string& 
 
 Checkpoint CheckpointConnector::load(const std::string& path) const {
   Checkpoint ckpt = strategy_.load_checkpoint(path);
-  const int version = ckpt.meta.value("format_version", -1);
+  // Read as JSON: a damaged file may hold a string or nothing there.
+  const nlohmann::json version = ckpt.meta.is_object() ? ckpt.meta.value("format_version", nlohmann::json(-1))
+                                                       : nlohmann::json(-1);
   if (version != kCheckpointFormatVersion) {
-    throw CheckpointError("checkpoint '" + path + "' has format version " + std::to_string(version) +
+    throw CheckpointError("checkpoint '" + path + "' has format version " + version.dump() +
                           "; this Volt (" VOLT_VERSION_STRING ") reads version " +
                           std::to_string(kCheckpointFormatVersion) + ".");
   }
@@ -126,8 +128,9 @@ void CheckpointConnector::restore_module(Module& module, const Checkpoint& check
   checkpoint_io::load_state_dict_strict(module, checkpoint.state_dict(), "checkpoint '" + path + "'", "checkpoint");
 }
 
+// A function-try-block: metadata of the wrong JSON type (a damaged or hand-edited file) is the file's error.
 void CheckpointConnector::restore_training_state(const CheckpointParts& parts, const Checkpoint& checkpoint,
-                                                 const std::string& path) const {
+                                                 const std::string& path) const try {
   const auto& meta = checkpoint.meta;
   if (meta.value("weights_only", false)) {
     throw CheckpointError("checkpoint '" + path +
@@ -174,6 +177,12 @@ void CheckpointConnector::restore_training_state(const CheckpointParts& parts, c
     gen.set_state(rng->second);
   }
   restore_cuda_rng(checkpoint);
+} catch (const nlohmann::json::exception& e) {
+  throw CheckpointError("checkpoint '" + path + "' has malformed metadata, so training cannot resume from it: " +
+                        e.what());
+} catch (const c10::Error& e) {
+  throw CheckpointError("checkpoint '" + path + "' holds training state (optimizer or RNG) that LibTorch cannot " +
+                        "restore: " + e.what_without_backtrace());
 }
 
 }  // namespace volt::connectors

@@ -294,3 +294,11 @@ TEST(GeneratorValidate, TemplateDefaultsYieldToGivenValues) {
   EXPECT_EQ(gen::command_line(base_options({{"template", "gan"}})), "volt new app --template gan");
   EXPECT_EQ(gen::command_line(base_options({{"template", "gan"}, {"lr", 0.001}})), "volt new app --template gan --lr 0.001");
 }
+
+// Found by tests/fuzz (generator_options): a whole number too large for int64 was converted anyway (UB).
+TEST(GeneratorValidate, AnIntegerOptionBeyondSixtyFourBitsIsRefusedWithTheValue) {
+  const auto v = gen::validate(base_options({{"seed", 6.6e21}}));
+  ASSERT_EQ(v.errors.size(), 1u);
+  EXPECT_EQ(v.errors[0].option, "seed");
+  EXPECT_NE(v.errors[0].message.find("expects an integer, got 6.6e+21"), std::string::npos) << v.errors[0].message;
+}

@@ -1,4 +1,5 @@
 #pragma once
+#include <map>
 #include "volt/checkpoint_io/checkpoint_io.h"
 
 namespace c10 {
@@ -21,7 +22,9 @@ class TorchCheckpointIO : public CheckpointIO {
 
  private:
   static void save_archive(const Checkpoint& checkpoint, const std::string& path);
-  static Checkpoint unpack(const c10::IValue& root, const std::string& name);
+  /// A tensor record's address -> its size in bytes, as read from the archive.
+  using RecordSizes = std::map<const void*, size_t>;
+  static Checkpoint unpack(const c10::IValue& root, const std::string& name, const RecordSizes& record_bytes);
 };
 
 /// Writes `bytes` to `path` atomically (temp file in the same folder, fsync, rename,

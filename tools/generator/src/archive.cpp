@@ -127,7 +127,8 @@ std::string zip_archive(const Project& project) {
       method = 0;
     }
     const uint32_t offset = static_cast<uint32_t>(out.size());
-    auto header = [&](std::string& h, bool central_entry) {
+    // content by name: clang before 16 cannot capture a structured binding (the fuzz build uses clang-14).
+    auto header = [&, &content = content](std::string& h, bool central_entry) {
       put32(h, central_entry ? 0x02014b50 : 0x04034b50);
       if (central_entry) put16(h, (3 << 8) | 20);  // made by Unix, zip 2.0
       put16(h, 20);

@@ -251,7 +251,9 @@ Validation validate(const json& input) {
   std::string known;
   for (const auto& spec : schema) known += (known.empty() ? "" : ", ") + spec["key"].get<std::string>();
   for (const auto& [key, value] : input.items()) {
-    const auto spec = std::find_if(schema.begin(), schema.end(), [&](const json& s) { return s["key"] == key; });
+    // key by name: clang before 16 cannot capture a structured binding (the fuzz build uses clang-14).
+    const auto spec =
+        std::find_if(schema.begin(), schema.end(), [&key = key](const json& s) { return s["key"] == key; });
     if (spec == schema.end()) {
       v.errors.push_back({printable(key), "unknown option; the options are: " + known});
       continue;
