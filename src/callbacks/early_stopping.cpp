@@ -230,7 +230,11 @@ std::pair<bool, std::string> EarlyStopping::evaluate(const TrainerView& view, do
 
 void EarlyStopping::finish(TrainerView& view, bool should_stop, std::string reason) {
   should_stop = view.reduce_boolean_decision(should_stop, /*all=*/false);
-  if (!should_stop || stop_requested_) return;
+  if (!should_stop) return;
+  // Lightning moves stopped_epoch to every check that asks to stop, also while min_epochs or
+  // min_steps hold the first request back; the request itself is made (and printed) once.
+  stopped_epoch_ = view.state().current_epoch;
+  if (stop_requested_) return;
   if (reason.empty()) {
     reason = "EarlyStopping(monitor=" + py_str(options_.monitor) +
              ") asked to stop on another process at epoch " +
@@ -238,7 +242,6 @@ void EarlyStopping::finish(TrainerView& view, bool should_stop, std::string reas
              std::to_string(view.state().global_step) + ". Signaling Trainer to stop.";
   }
   stop_requested_ = true;
-  stopped_epoch_ = view.state().current_epoch;
   stopping_reason_ = reason;
   view.request_stop(reason);
 }

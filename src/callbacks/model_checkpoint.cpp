@@ -413,7 +413,8 @@ bool ModelCheckpoint::skip_saving(const TrainerView& view) const {
   // kNone counts as fitting so that views which never set fn (test fakes) still save.
   const bool outside_fit = s.fn == TrainerFn::kValidating || s.fn == TrainerFn::kTesting ||
                            s.fn == TrainerFn::kPredicting;
-  return outside_fit || s.sanity_checking || last_global_step_saved_ == s.global_step;
+  // Lightning: nothing under fast_dev_run (so best_model_path stays empty).
+  return outside_fit || s.sanity_checking || s.fast_dev_run || last_global_step_saved_ == s.global_step;
 }
 
 bool ModelCheckpoint::save_at_train_epoch_end(const TrainerView& view) const {

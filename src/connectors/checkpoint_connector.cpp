@@ -158,6 +158,7 @@ void CheckpointConnector::restore_training_state(const CheckpointParts& parts, c
   parts.state.global_step = loops.value("global_step", int64_t{0});
   parts.state.batches_done = loops.value("batches_done", int64_t{0});
   parts.state.batches_seen = loops.value("batches_seen", int64_t{0});
+  parts.state.restarting = true;
   // A checkpoint taken after an epoch's last batch resumes at the start of the next epoch.
   if (parts.state.batches_done > 0 &&
       parts.state.batches_done >= loops.value("num_training_batches", int64_t{-1})) {

@@ -66,9 +66,13 @@ void FitLoop::run() {
   ctx_.logger.reset_eval_step_count(RunningStage::kValidating);
   epoch_loop_.begin_fit();
 
+  // Lightning runs the sanity check before it finds there is nothing to train (max_epochs=0,
+  // max_steps=0), but not when resuming from a checkpoint.
+  const bool restarting = state.restarting;
+  state.restarting = false;
+  if (!restarting) run_sanity_check();
   // A restored or continued run may already be complete.
   if (done()) return;
-  run_sanity_check();
 
   ctx_.callbacks.call([&](CB& cb) { cb.on_train_start(view); });
   ctx_.module.on_train_start();
@@ -80,6 +84,7 @@ void FitLoop::run() {
     state.batches_done = 0;
     // A stop request held back by min_epochs/min_steps stands (as in Lightning): done()
     // ends the fit once the minimums are met.
+    if (state.should_stop && !min_reached()) epoch_loop_.announce_held_stop();
   }
   state.stage = RunningStage::kNone;
   ctx_.callbacks.call([&](CB& cb) { cb.on_train_end(view); });

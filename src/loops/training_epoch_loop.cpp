@@ -40,10 +40,9 @@ void TrainingEpochLoop::announce_held_stop() {
   announced_held_stop_ = true;
   const auto& state = ctx_.state;
   if (!state.is_global_zero) return;
-  std::cout << "volt: a stop was requested at epoch " << state.current_epoch << ", step " << state.global_step
-            << ", but min_epochs=" << detail::effective_min_epochs(ctx_.options)
-            << " and min_steps=" << ctx_.options.min_steps << " are not reached yet; training goes on until they are."
-            << std::endl;
+  std::cout << "volt: a stop was requested, but min_epochs=" << detail::effective_min_epochs(ctx_.options)
+            << " and min_steps=" << ctx_.options.min_steps << " are not reached yet (epoch " << state.current_epoch
+            << ", step " << state.global_step << "); training goes on until they are." << std::endl;
 }
 
 bool TrainingEpochLoop::interrupted(bool at_step_boundary) {

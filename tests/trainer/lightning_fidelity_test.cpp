@@ -355,10 +355,12 @@ TEST(LightningFidelity, StopHeldBackByMinEpochsLogsEveryBatchUntilItTakesEffect)
   o.min_epochs = 2;
   o.val_check_interval = volt::BatchLimit::fraction(0.5);
   auto rows = std::make_shared<RowLogger>();
-  Trainer trainer(o, {early_stopping(0)}, {rows});
+  auto stopper = early_stopping(0);
+  Trainer trainer(o, {stopper}, {rows});
   fit10(trainer, m);
   EXPECT_EQ(m.validations, 4);
   EXPECT_EQ(trainer.global_step(), 20);
+  EXPECT_EQ(stopper->stopped_epoch(), 1) << "the last check that asked to stop, as Lightning";
   const std::vector<std::string> expected = {
       "4:train_loss",  "4:val_loss",    "9:train_loss",  "9:val_loss",  "10:train_loss", "11:train_loss",
       "12:train_loss", "13:train_loss", "14:train_loss", "14:val_loss", "15:train_loss", "16:train_loss",
@@ -446,6 +448,50 @@ TEST(LightningFidelity, EarlyStoppingDoesNotCheckUnderFastDevRun) {
   fit10(trainer, m);
   EXPECT_EQ(m.validations, 1);
   EXPECT_FALSE(trainer.should_stop()) << "a NaN val_loss would stop a normal run";
+}
+
+TEST(LightningFidelity, ModelCheckpointSavesNothingUnderFastDevRun) {
+  ScratchDir dir;
+  BoringModule m;
+  auto o = quiet_options(dir.path());
+  o.fast_dev_run = 2;
+  o.enable_checkpointing = true;
+  Trainer trainer(o);
+  fit10(trainer, m);
+  EXPECT_EQ(trainer.best_model_path(), "") << "Lightning's stays empty";
+}
+
+TEST(LightningFidelity, SanityCheckRunsWhenThereIsNothingToTrainButNotWhenResuming) {
+  ScratchDir dir;
+  for (const auto& edit : std::vector<std::function<void(TrainerOptions&)>>{
+           [](TrainerOptions& o) { o.max_epochs = 0; }, [](TrainerOptions& o) { o.max_steps = 0; }}) {
+    BoringModule m;
+    auto o = quiet_options(dir.path());
+    o.num_sanity_val_steps = 2;
+    edit(o);
+    Trainer trainer(o);
+    fit10(trainer, m);
+    EXPECT_EQ(m.sanity_steps, 2);
+    EXPECT_EQ(m.train_steps, 0);
+  }
+  auto o = quiet_options(dir.path());
+  o.num_sanity_val_steps = 2;
+  o.enable_checkpointing = true;
+  volt::callbacks::ModelCheckpoint::Options mc;
+  mc.save_last = true;
+  mc.dirpath = dir.path() + "/resume";
+  {
+    BoringModule m;
+    Trainer first(o, {std::make_shared<volt::callbacks::ModelCheckpoint>(mc)});
+    fit10(first, m);
+    EXPECT_EQ(m.sanity_steps, 2);
+  }
+  BoringModule m;
+  o.max_epochs = 2;
+  Trainer second(o, {std::make_shared<volt::callbacks::ModelCheckpoint>(mc)});
+  second.fit(m, random_loader(10, 1, 1), random_loader(2, 1, 2), dir.path() + "/resume/last.ckpt");
+  EXPECT_EQ(m.sanity_steps, 0) << "Lightning skips the sanity check when resuming";
+  EXPECT_EQ(m.train_steps, 10);
 }
 
 // --- 6. a fractional limit that selects no batch ---

@@ -76,7 +76,8 @@ class EarlyStopping : public Callback {
   int64_t wait_count() const { return wait_count_; }
   /// Best value seen; +inf ("min") or -inf ("max") before the first check.
   double best_score() const { return best_score_; }
-  /// Epoch at which stop was requested (0 if never).
+  /// Epoch of the last check that asked to stop (0 if none did): with a stop held back by
+  /// min_epochs/min_steps, the epoch the run really stops at, as in Lightning.
   int64_t stopped_epoch() const { return stopped_epoch_; }
   /// Why stop was requested, as passed to request_stop (empty if never).
   const std::string& stopping_reason() const { return stopping_reason_; }

@@ -23,7 +23,7 @@ namespace volt::callbacks {
 ///   run has no validation batches or validates once per epoch (val_check_interval 1.0
 ///   or 1); after each validation otherwise.
 /// - save_last: at every epoch-end save point and every step save, whatever the interval.
-/// Never during the sanity check, never outside fit (validate/test/predict), never twice for
+/// Never during the sanity check, never under fast_dev_run, never outside fit (validate/test/predict), never twice for
 /// the same global step, and never before the first optimizer step.
 ///
 /// Ranks: every rank runs the same bookkeeping and calls TrainerView::save_checkpoint (a

@@ -38,7 +38,11 @@ struct TrainerState {
   /// as Lightning's EarlyStopping and ModelCheckpoint do.
   BatchLimit val_check_interval;
   std::optional<int64_t> check_val_every_n_epoch = 1;
-  /// fast_dev_run is on (set when a fit starts): EarlyStopping does not check, as in Lightning.
+  /// The fit resumes from a checkpoint (set by the restore, cleared when the fit loop
+  /// starts): no sanity check then, as in Lightning.
+  bool restarting = false;
+  /// fast_dev_run is on (set when a fit starts): EarlyStopping does not check and
+  /// ModelCheckpoint does not save, as in Lightning.
   bool fast_dev_run = false;
   /// Batches the current training epoch will run (after limit_train_batches).
   int64_t num_training_batches = 0;

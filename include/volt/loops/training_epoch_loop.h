@@ -21,14 +21,14 @@ class TrainingEpochLoop : public Loop {
   bool is_validation_epoch() const;
   /// A new fit: the "stop held back by min_epochs/min_steps" notice may be printed again.
   void begin_fit() { announced_held_stop_ = false; }
+  /// Prints, once per fit on rank 0, that a stop waits for min_epochs/min_steps.
+  void announce_held_stop();
 
  private:
   /// Lightning's validation points: every int(n * fraction) batches, or every `count`
   /// batches (of the epoch, or of the run without check_val_every_n_epoch); and, whatever
   /// the schedule, at a batch after which a requested stop takes effect (`stopping`).
   bool should_validate_after(int64_t batch_idx, int64_t num_batches, bool stopping) const;
-  /// Prints, once per fit on rank 0, that a stop waits for min_epochs/min_steps.
-  void announce_held_stop();
   void run_validation();
   void step_schedulers(Interval interval);
   bool reached_max_steps() const;
