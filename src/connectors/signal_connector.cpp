@@ -2,6 +2,7 @@
 
 #include <csignal>
 #include <cstring>
+#include <ctime>
 
 #include <algorithm>
 #include <cctype>
@@ -20,17 +21,33 @@ namespace volt::connectors {
 namespace {
 
 std::atomic<int> g_received{0};
+std::atomic<int64_t> g_received_at_ns{0};
+
+// The same signal twice within this window is one request that arrived twice.
+constexpr int64_t kDuplicateWindowNs = 2'000'000'000;
+
+int64_t monotonic_ns() {  // clock_gettime is async-signal-safe
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
 
 extern "C" void on_signal(int signal) {
   // Ranks this process started (ddp's subprocess launcher) get the signal too, so every
   // rank finishes its step and they agree to stop.
   strategies::WorkerGroup::forward_signal(signal);
   int expected = 0;
-  if (!g_received.compare_exchange_strong(expected, signal)) {
-    // A second signal while the first is being handled: the default action (terminate).
-    std::signal(signal, SIG_DFL);
-    std::raise(signal);
+  if (g_received.compare_exchange_strong(expected, signal)) {
+    g_received_at_ns.store(monotonic_ns());
+    return;
   }
+  // A signal sent to every process of a job (pkill, systemd stopping a unit, a terminal's
+  // Ctrl-C to its process group) reaches a worker twice: directly and forwarded by the rank
+  // that launched it. That is still one request to stop after the step.
+  if (expected == signal && monotonic_ns() - g_received_at_ns.load() < kDuplicateWindowNs) return;
+  // A second request while the first is being handled: the default action (terminate).
+  std::signal(signal, SIG_DFL);
+  std::raise(signal);
 }
 
 }  // namespace
