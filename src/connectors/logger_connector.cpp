@@ -140,6 +140,10 @@ MetricMap LoggerConnector::end_epoch(RunningStage stage, int64_t step, int64_t e
     to_loggers["epoch"] = static_cast<double>(epoch);
     log_metrics(to_loggers, step);
   }
+  // A training epoch's rows reach the files now, not at the next flush (once per epoch).
+  if (stage == RunningStage::kTraining && strategy_.is_global_zero()) {
+    for (auto& logger : loggers_) logger->save();
+  }
   return out;
 }
 

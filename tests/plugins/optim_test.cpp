@@ -255,7 +255,9 @@ class RecordingLogger : public volt::loggers::Logger {
   void log_hyperparams(const std::map<std::string, std::string>& params) override { hparams.push_back(params); }
   void log_metrics(const MetricMap& metrics, int64_t step) override { calls.emplace_back(metrics, step); }
   void finalize(const std::string& status) override { statuses.push_back(status); }
+  void save() override { ++saves; }
 
+  int saves = 0;
   std::vector<std::pair<MetricMap, int64_t>> calls;
   std::vector<std::map<std::string, std::string>> hparams;
   std::vector<std::string> statuses;
@@ -330,6 +332,20 @@ TEST_F(LoggerConnectorTest, TrainingStepValuesReachLoggersAtLightningsStepEveryN
   connector_.begin_epoch(RunningStage::kTraining);
   connector_.end_train_batch(5, 1);
   EXPECT_EQ(logger_->calls.size(), 3u);
+}
+
+TEST_F(LoggerConnectorTest, ATrainingEpochEndWritesTheLoggersRowsNow) {
+  connector_.begin_epoch(RunningStage::kTraining);
+  connector_.log(RunningStage::kTraining, "loss", scalar(0.5), with([](LogOptions& o) { o.on_epoch = true; }), 4);
+  connector_.end_train_batch(1, 0);
+  EXPECT_EQ(logger_->saves, 0);  // per step: the logger's own flush schedule
+  connector_.end_epoch(RunningStage::kValidating, 2, 0);
+  EXPECT_EQ(logger_->saves, 0);
+  connector_.end_epoch(RunningStage::kTraining, 2, 0);
+  EXPECT_EQ(logger_->saves, 1);
+  strategy_.rank = 1;  // only rank 0 writes
+  connector_.end_epoch(RunningStage::kTraining, 4, 1);
+  EXPECT_EQ(logger_->saves, 1);
 }
 
 TEST_F(LoggerConnectorTest, TrainingStepValueWithoutEpochHasNoEpochAggregate) {
