@@ -24,6 +24,7 @@
 #include "volt/environments/xla_environment.h"
 #include "volt/precision/precision_registry.h"
 #include "volt/strategies/strategy_registry.h"
+#include "support/expect.h"
 
 namespace {
 
@@ -83,13 +84,7 @@ std::string plan_error(const Flags& f, const HardwareProbe& hw, const Vars& vars
   return "";
 }
 
-::testing::AssertionResult mentions(const std::string& text, const std::vector<std::string>& words) {
-  if (text.empty()) return ::testing::AssertionFailure() << "no error was raised";
-  for (const auto& w : words) {
-    if (text.find(w) == std::string::npos) return ::testing::AssertionFailure() << "'" << w << "' not in: " << text;
-  }
-  return ::testing::AssertionSuccess();
-}
+using volt::testing::mentions;
 
 // ------------------------------------------------------------ devices grammar
 

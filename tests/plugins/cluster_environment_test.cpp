@@ -22,6 +22,7 @@
 #include "volt/environments/torchelastic_error_file.h"
 #include "volt/precision/precision_registry.h"
 #include "volt/strategies/strategy_registry.h"
+#include "support/expect.h"
 
 namespace {
 
@@ -62,13 +63,7 @@ std::string plan_error(const TrainerOptions& o, const Vars& vars) {
   return "";
 }
 
-::testing::AssertionResult mentions(const std::string& text, const std::vector<std::string>& words) {
-  if (text.empty()) return ::testing::AssertionFailure() << "no error was raised";
-  for (const auto& w : words) {
-    if (text.find(w) == std::string::npos) return ::testing::AssertionFailure() << "'" << w << "' not in: " << text;
-  }
-  return ::testing::AssertionSuccess();
-}
+using volt::testing::mentions;
 
 /// What Open MPI 4.1's mpirun sets for `rank` of `nodes` x `per_node` ranks mapped by slot
 /// (its default): OMPI_COMM_WORLD_NODE_RANK is the process's index on its node.
