@@ -449,7 +449,8 @@ Checkpoint TorchCheckpointIO::unpack(const c10::IValue& root, const std::string&
   }
   // A damaged or foreign file may hold anything under these keys: check each type before reading it.
   auto foreign = [&](const std::string& what, const c10::IValue& got) {
-    return CheckpointError(name + " has " + what + " that is a " + got.tagKind() + "; it was not written by Volt.");
+    return CheckpointError(name + " has " + what + " of the wrong type (a " + got.tagKind() +
+                           "); it was not written by Volt or is damaged.");
   };
   for (const char* key : {"tensors", "blobs"}) {
     if (!dict.at(key).isGenericDict()) throw foreign(std::string("a '") + key + "' entry", dict.at(key));

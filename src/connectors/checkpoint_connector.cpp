@@ -13,6 +13,8 @@
 #include "volt/checkpoint_io/state_dict.h"
 #include "volt/core/compat.h"
 #include "volt/core/error.h"
+#include "volt/core/error_boundary.h"
+#include "volt/core/file_check.h"
 #include "volt/core/version.h"
 
 namespace volt::connectors {
@@ -181,9 +183,12 @@ void CheckpointConnector::restore_training_state(const CheckpointParts& parts, c
 } catch (const nlohmann::json::exception& e) {
   throw CheckpointError("checkpoint '" + path + "' has malformed metadata, so training cannot resume from it: " +
                         e.what());
-} catch (const c10::Error& e) {
-  throw CheckpointError("checkpoint '" + path + "' holds training state (optimizer or RNG) that LibTorch cannot " +
-                        "restore: " + e.what_without_backtrace());
+} catch (const c10::Error&) {
+  // LibTorch's first line only (never its internal-assertion text), through the one error boundary.
+  rethrow_as_volt_error("checkpoint " + quote_path(path) +
+                            " holds training state (optimizer or RNG) that LibTorch cannot restore; was it written "
+                            "for another model or optimizer?",
+                        ErrorKind::kCheckpoint);
 }
 
 }  // namespace volt::connectors
