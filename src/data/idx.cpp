@@ -97,6 +97,18 @@ class GzReader {
     return total;
   }
 
+  // The most bytes a gzip stream can still decompress to: deflate expands at most 1032:1
+  // (RFC 1951's longest match per bit), so a corrupt header that announces more than that
+  // is refused before anything is allocated. -1 when the size cannot be known.
+  int64_t max_gzip_bytes_left() {
+    std::error_code ec;
+    const auto size = fs::file_size(path_, ec);
+    if (ec) return -1;
+    const int64_t compressed = static_cast<int64_t>(size);
+    if (compressed > std::numeric_limits<int64_t>::max() / 1032 - 1) return -1;
+    return compressed * 1032 + 1024;
+  }
+
   // Bytes after the current position for a file gzread passes through uncompressed;
   // -1 for a gzip stream, whose decompressed size is unknown until read.
   int64_t raw_bytes_left() {
@@ -256,6 +268,15 @@ at::Tensor read_idx(const std::string& path) {
     throw DataError("IDX file " + quote_path(path) + " is truncated: its header announces shape " +
                     shape_string(shape) + ", i.e. " + std::to_string(expected) +
                     " data bytes, but only " + std::to_string(available) + " follow the header.");
+  }
+  if (available < 0) {
+    const int64_t at_most = in.max_gzip_bytes_left();
+    if (at_most >= 0 && at_most < expected) {
+      throw DataError("IDX file " + quote_path(path) + " is corrupt or truncated: its header announces shape " +
+                      shape_string(shape) + ", i.e. " + std::to_string(expected) +
+                      " data bytes, more than its gzip stream can hold (at most " + std::to_string(at_most) +
+                      " bytes at deflate's largest ratio).");
+    }
   }
   at::Tensor tensor;
   try {
