@@ -3,6 +3,7 @@
 # each for a while, starting from the committed seed corpus.
 #   bash scripts/fuzz.sh                    every target, 30 s each
 #   bash scripts/fuzz.sh --seconds 120 idx  one target, 2 minutes
+#   bash scripts/fuzz.sh --seed 1 --runs 30000   the same search every time (CI), at most 30000 executions each
 # First replays every committed regression input (tests/fuzz/regressions/<target>/). Prints the executions
 # of each target and a summary; exits 1 when a target crashed (the input is saved under build-fuzz/crashes/),
 # 2 for a usage error. Needs clang-14 and libclang-rt-14-dev besides scripts/setup.sh's packages.
@@ -13,6 +14,8 @@ cd "$root"
 
 all_targets=(cli checkpoint safetensors idx generator_options ui_api)
 seconds=30
+seed=0      # 0: libFuzzer picks one
+runs=-1     # -1: no cap on executions
 targets=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -20,8 +23,14 @@ while [ $# -gt 0 ]; do
       [ $# -ge 2 ] || { echo "fuzz.sh: --seconds needs a value, e.g. --seconds 30" >&2; exit 2; }
       seconds=$2; shift 2 ;;
     --seconds=*) seconds=${1#--seconds=}; shift ;;
-    -h|--help) sed -n '2,9s/^# \{0,1\}//p' "$0"; exit 0 ;;
-    -*) echo "fuzz.sh: unknown option '$1' (known: --seconds N, target names)" >&2; exit 2 ;;
+    --seed)
+      [ $# -ge 2 ] || { echo "fuzz.sh: --seed needs a value, e.g. --seed 1" >&2; exit 2; }
+      seed=$2; shift 2 ;;
+    --runs)
+      [ $# -ge 2 ] || { echo "fuzz.sh: --runs needs a value, e.g. --runs 40000" >&2; exit 2; }
+      runs=$2; shift 2 ;;
+    -h|--help) sed -n '2,10s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    -*) echo "fuzz.sh: unknown option '$1' (known: --seconds N, --seed S, --runs N, target names)" >&2; exit 2 ;;
     *)
       if [[ " ${all_targets[*]} " != *" $1 "* ]]; then
         echo "fuzz.sh: unknown target '$1' (targets: ${all_targets[*]})" >&2; exit 2
@@ -31,6 +40,12 @@ while [ $# -gt 0 ]; do
 done
 if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [ "$seconds" -lt 1 ]; then
   echo "fuzz.sh: --seconds expects a whole number of seconds >= 1, got '$seconds'" >&2; exit 2
+fi
+if ! [[ "$seed" =~ ^[0-9]+$ ]] || [ ${#seed} -gt 9 ]; then
+  echo "fuzz.sh: --seed expects a whole number below 10^9, got '$seed'" >&2; exit 2
+fi
+if ! [[ "$runs" =~ ^(-1|[0-9]+)$ ]] || [ ${#runs} -gt 12 ]; then
+  echo "fuzz.sh: --runs expects a whole number of executions (or -1: no cap), got '$runs'" >&2; exit 2
 fi
 [ ${#targets[@]} -gt 0 ] || targets=("${all_targets[@]}")
 
@@ -76,7 +91,7 @@ for t in "${targets[@]}"; do
   log="$build/logs/$t.log"
   echo "fuzz.sh: fuzzing $t for $seconds s"
   rc=0
-  "$build/fuzz_$t" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 -print_final_stats=1 \
+  "$build/fuzz_$t" -max_total_time="$seconds" -seed="$seed" -runs="$runs" -timeout=20 -rss_limit_mb=2048 -print_final_stats=1 \
       -artifact_prefix="$build/crashes/$t-" "$corpus" >"$log" 2>&1 || rc=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
   per_s=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -n 1)

@@ -391,6 +391,9 @@ Checkpoint TorchCheckpointIO::load_checkpoint(const std::string& path) {
     // What torch::jit::pickle_load does, but reading the zip records straight from the
     // file instead of from a copy of the whole file in memory (2.5x faster on 400 MB).
     caffe2::serialize::PyTorchStreamReader reader(path);
+    // Every record must lie in the archive's folder: a stray entry is a damaged or foreign file,
+    // which LibTorch's own listing refuses (fuzz: "arclive/data/4" was read around, accepted).
+    reader.getAllRecords();
     // readArchiveAndTensors, but remembering each tensor record's size: LibTorch gives a storage the size
     // the pickle declares, whatever its record holds (checked in unpack, as reading past it reads the heap).
     auto [pickle, pickle_size] = reader.getRecord("data.pkl");
