@@ -17,6 +17,7 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <mutex>
 
 #include <torch/csrc/autograd/grad_mode.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -29,11 +30,20 @@
 #endif
 
 #include "volt/core/compat.h"
+#if !VOLT_TORCH_VERSION_AT_LEAST(2, 3)
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
+#endif
 #include "volt/core/error.h"
 #include "volt/strategies/worker_group.h"
+#include "strategies/detail/rendezvous_net.h"
 
 namespace volt::strategies {
 namespace {
+
+using detail::is_loopback;
+using detail::local_address_towards;
+using detail::port_accepts;
+using detail::resolve_error;
 
 std::string first_line(const std::string& s) {
   const auto nl = s.find('\n');
@@ -48,54 +58,12 @@ std::string error_text(const std::exception& e) {
   return text;
 }
 
-/// Empty when `host` resolves to an IPv4 or IPv6 address; else why not.
-std::string resolve_error(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res);
-  if (res != nullptr) freeaddrinfo(res);
-  return rc == 0 ? "" : gai_strerror(rc);
-}
-
 c10d::ReduceOp to_c10d(ReduceOp op) {
   switch (op) {
     case ReduceOp::kMax: return c10d::ReduceOp::MAX;
     case ReduceOp::kMin: return c10d::ReduceOp::MIN;
     default: return c10d::ReduceOp::SUM;
   }
-}
-
-bool is_loopback(const std::string& host) {
-  if (host == "localhost") return true;
-  in_addr a4{};
-  if (inet_pton(AF_INET, host.c_str(), &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
-  return host == "::1";
-}
-
-/// The address of this machine on the route to `host`: what the other ranks reach us at.
-std::string local_address_towards(const std::string& host, int port) {
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_DGRAM;
-  addrinfo* res = nullptr;
-  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0 || res == nullptr) return "";
-  std::string out;
-  const int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
-  if (fd >= 0) {
-    if (::connect(fd, res->ai_addr, res->ai_addrlen) == 0) {
-      sockaddr_in local{};
-      socklen_t len = sizeof(local);
-      if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0) {
-        char buf[INET_ADDRSTRLEN] = {};
-        if (inet_ntop(AF_INET, &local.sin_addr, buf, sizeof(buf)) != nullptr) out = buf;
-      }
-    }
-    ::close(fd);
-  }
-  freeaddrinfo(res);
-  return out;
 }
 
 using Clock = std::chrono::steady_clock;
@@ -107,98 +75,6 @@ long seconds_left(Clock::time_point deadline) {
   return static_cast<long>(std::max<int64_t>(
       0, std::chrono::duration_cast<std::chrono::seconds>(deadline - Clock::now()).count()));
 }
-
-/// True when something accepts TCP connections at host:port (tried for at most ~1 s).
-bool port_accepts(const std::string& host, int port) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0 || res == nullptr) return false;
-  bool ok = false;
-  for (addrinfo* a = res; a != nullptr && !ok; a = a->ai_next) {
-    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
-    if (fd < 0) continue;
-    if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
-      ok = true;
-    } else if (errno == EINPROGRESS) {
-      pollfd p{fd, POLLOUT, 0};
-      if (::poll(&p, 1, 1000) == 1) {
-        int err = 0;
-        socklen_t len = sizeof(err);
-        ok = ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
-      }
-    }
-    ::close(fd);
-  }
-  freeaddrinfo(res);
-  return ok;
-}
-
-#if VOLT_TORCH_VERSION_AT_LEAST(2, 3)
-/// The one address rank 0's store should listen on: MASTER_ADDR's, when it is a loopback or
-/// another specific address (not the wildcard). Empty: listen on every interface.
-struct ListenAddress {
-  sockaddr_storage addr{};
-  socklen_t len = 0;
-  int family = AF_UNSPEC;
-  std::string text;
-};
-
-ListenAddress specific_listen_address(const std::string& host, int port) {
-  ListenAddress out;
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0 || res == nullptr) return out;
-  // The first IPv4 address if there is one (what the other ranks' clients try first on
-  // "localhost" is not certain, so a name with both is bound on its IPv4 address).
-  const addrinfo* pick = res;
-  for (const addrinfo* a = res; a != nullptr; a = a->ai_next) {
-    if (a->ai_family == AF_INET) {
-      pick = a;
-      break;
-    }
-  }
-  bool wildcard = false;
-  char buf[INET6_ADDRSTRLEN] = {};
-  if (pick->ai_family == AF_INET) {
-    const auto* in = reinterpret_cast<const sockaddr_in*>(pick->ai_addr);
-    wildcard = in->sin_addr.s_addr == htonl(INADDR_ANY);
-    inet_ntop(AF_INET, &in->sin_addr, buf, sizeof(buf));
-  } else if (pick->ai_family == AF_INET6) {
-    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(pick->ai_addr);
-    wildcard = IN6_IS_ADDR_UNSPECIFIED(&in6->sin6_addr);
-    inet_ntop(AF_INET6, &in6->sin6_addr, buf, sizeof(buf));
-  } else {
-    wildcard = true;
-  }
-  if (!wildcard) {
-    std::memcpy(&out.addr, pick->ai_addr, pick->ai_addrlen);
-    out.len = static_cast<socklen_t>(pick->ai_addrlen);
-    out.family = pick->ai_family;
-    out.text = buf;
-  }
-  freeaddrinfo(res);
-  return out;
-}
-
-/// A listening socket bound to `where` only, or -1 with errno set.
-int listen_on(const ListenAddress& where) {
-  const int fd = ::socket(where.family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  const int one = 1;
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (::bind(fd, reinterpret_cast<const sockaddr*>(&where.addr), where.len) != 0 || ::listen(fd, 2048) != 0) {
-    const int err = errno;
-    ::close(fd);
-    errno = err;
-    return -1;
-  }
-  return fd;
-}
-#endif
 
 /// Gloo cannot reduce bfloat16: widen each gradient bucket to fp32, average, narrow back.
 class Fp32AllreduceHook : public c10d::CommHookInterface {
@@ -237,6 +113,12 @@ struct DDPStrategy::Impl {
   c10::intrusive_ptr<c10d::ProcessGroup> pg;
   std::unique_ptr<c10d::Reducer> reducer;
   std::unique_ptr<WorkerGroup> workers;
+  /// Rank 0's hold on MASTER_PORT while a file store serves the rendezvous (LibTorch < 2.3).
+  std::unique_ptr<detail::LocalStoreLease> lease;
+  /// Set by the monitor thread when a local rank died (the others are stopped by then).
+  std::atomic<bool> rank_failed{false};
+  mutable std::mutex report_mutex;
+  std::string rank_report;
   bool sync = true;
   bool failed = false;
   std::string host = WorkerGroup::host_name();
@@ -280,6 +162,7 @@ DDPStrategy::~DDPStrategy() {
     }
     impl_->pg.reset();
     impl_->store.reset();
+    impl_->lease.reset();
   } catch (...) {
     // A destructor must not throw; the job's ranks are gone either way.
   }
@@ -307,13 +190,43 @@ void DDPStrategy::launch_local_ranks() {
     impl_->workers->start(spec);
   }
   // Rank 0 trains in this process; a failed rank must not leave it waiting in a
-  // collective until the timeout: report, stop the job, exit non-zero.
-  impl_->workers->monitor([](const WorkerExit& e) {
+  // collective until the timeout. The monitor reports it and stops the other ranks; their
+  // sockets close, so rank 0's pending collective fails at once, and the next step or
+  // collective raises the report (raise_if_a_rank_failed), which the Trainer reports and
+  // the program's main turns into its exit code.
+  Impl* impl = impl_.get();
+  impl_->workers->monitor([impl](const WorkerExit& e) {
+    {
+      std::lock_guard<std::mutex> lock(impl->report_mutex);
+      impl->rank_report = e.describe();
+    }
+    impl->rank_failed.store(true);
     std::cerr << "\nvolt: " << e.describe() << "volt: stopping the job (the other ranks were stopped).\n"
               << std::flush;
-    std::fflush(nullptr);
-    ::_exit(e.exit_code != 0 ? e.exit_code : 1);
   });
+}
+
+void DDPStrategy::raise_if_a_rank_failed() const {
+  if (!impl_->rank_failed.load(std::memory_order_relaxed)) return;
+  std::string report;
+  {
+    std::lock_guard<std::mutex> lock(impl_->report_mutex);
+    report = impl_->rank_report;
+  }
+  while (!report.empty() && report.back() == '\n') report.pop_back();
+  throw DistributedError("a rank of this job failed, so the job was stopped: " + report);
+}
+
+void DDPStrategy::collective_failed(const std::string& what, const std::exception& e) const {
+  if (impl_->workers) {
+    // A peer's death shows here first as a closed connection; the monitor names it.
+    for (int i = 0; i < 50 && !impl_->rank_failed.load(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    raise_if_a_rank_failed();
+  }
+  throw DistributedError(who() + ": " + what + " failed: " + error_text(e) +
+                         " (a peer rank died or did not reach the same call within the process-group timeout)");
 }
 
 void DDPStrategy::join_process_group() {
@@ -340,14 +253,27 @@ void DDPStrategy::join_process_group() {
   opts.useLibUV = false;  // Debian's LibTorch 2.x has no libuv
 #endif
   const auto deadline = Clock::now() + options_.rendezvous_timeout;
+#if VOLT_TORCH_VERSION_AT_LEAST(2, 3)
+  const bool file_store = false;
+#else
+  // LibTorch < 2.3's TCPStore listens on every interface and cannot be given a socket. When
+  // every rank is on this host (a loopback MASTER_ADDR), a file store in a private folder
+  // serves the rendezvous instead and nothing listens beyond the loopback address; a job
+  // across hosts still gets the TCPStore (docs/robustness.md).
+  const bool file_store = !env.joins_launcher_store() && is_loopback(addr);
+  std::string store_file;
+  if (file_store && opts.isServer) {
+    impl_->lease = std::make_unique<detail::LocalStoreLease>();
+    store_file = impl_->lease->open_as_rank0(who(), addr, port);
+  }
+#endif
   if (opts.isServer) {
 #if VOLT_TORCH_VERSION_AT_LEAST(2, 3)
     // The store listens on MASTER_ADDR's address only (a loopback address stays local);
-    // TCPStore takes over a socket bound here. LibTorch 1.13's TCPStore has no such option
-    // and listens on every interface (docs/robustness.md).
-    const ListenAddress only = specific_listen_address(addr, port);
+    // TCPStore takes over a socket bound here.
+    const detail::ListenAddress only = detail::specific_listen_address(addr, port);
     if (only.family != AF_UNSPEC) {
-      const int fd = listen_on(only);
+      const int fd = detail::listen_on(only);
       if (fd >= 0) {
         opts.masterListenFd = fd;
       } else if (errno == EADDRINUSE) {
@@ -375,9 +301,23 @@ void DDPStrategy::join_process_group() {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(250));
     }
+#if !VOLT_TORCH_VERSION_AT_LEAST(2, 3)
+    if (file_store) store_file = detail::LocalStoreLease::store_path_for(who(), addr, port);
+#endif
   }
   try {
+#if !VOLT_TORCH_VERSION_AT_LEAST(2, 3)
+    if (file_store) {
+      auto files = c10::make_intrusive<c10d::FileStore>(store_file, static_cast<int>(world_size_));
+      files->setTimeout(options_.rendezvous_timeout);
+      impl_->store = files;
+    } else {
+      impl_->store = c10::make_intrusive<c10d::TCPStore>(addr, opts);
+    }
+#else
+    (void)file_store;
     impl_->store = c10::make_intrusive<c10d::TCPStore>(addr, opts);
+#endif
     if (env.joins_launcher_store()) {
       // The launcher's store outlives this job's process group: each group of this process
       // (a second Trainer, say) gets keys of its own, numbered alike on every rank.
@@ -428,6 +368,7 @@ void DDPStrategy::join_process_group() {
         checked[static_cast<size_t>(r)] = true;
       }
       if (missing.empty()) break;
+      raise_if_a_rank_failed();
       std::string names;
       for (size_t i = 0; i < missing.size() && i < 16; ++i) names += (i ? ", " : "") + std::to_string(missing[i]);
       if (missing.size() > 16) names += ", ... (" + std::to_string(missing.size()) + " in all)";
@@ -547,6 +488,7 @@ void DDPStrategy::setup(Module& module) {
 }
 
 at::Tensor DDPStrategy::training_step(Module& module, Batch& batch, StepContext& ctx) {
+  raise_if_a_rank_failed();
   if (impl_->reducer && impl_->sync && torch::GradMode::is_enabled()) {
     try {
       impl_->reducer->rebuild_buckets();
@@ -577,7 +519,7 @@ void DDPStrategy::backward(const at::Tensor& loss) {
     throw;
   } catch (const std::exception& e) {
     if (!impl_->reducer || !impl_->sync) throw;
-    throw DistributedError(who() + ": backward with gradient allreduce failed: " + error_text(e));
+    collective_failed("backward with gradient allreduce", e);
   }
 }
 
@@ -589,15 +531,16 @@ bool DDPStrategy::set_gradient_sync(bool enabled) {
 
 namespace {
 
-template <typename F>
-auto run_collective(const std::string& who, const char* op, F&& f) -> decltype(f()) {
+/// Runs one collective; a failure goes to `failed` (DDPStrategy::collective_failed).
+template <typename Failed, typename F>
+auto run_collective(const Failed& failed, const std::string& op, F&& f) -> decltype(f()) {
   try {
     return f();
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
-    throw DistributedError(who + ": collective '" + op + "' failed: " + error_text(e) +
-                           " (a peer rank died or did not reach the same call within the process-group timeout)");
+    failed("collective '" + op + "'", e);
+    throw;  // not reached: `failed` throws
   }
 }
 
@@ -605,12 +548,12 @@ auto run_collective(const std::string& who, const char* op, F&& f) -> decltype(f
 
 void DDPStrategy::barrier(const std::string& name) {
   if (!impl_->pg) return;
-  run_collective(who(), ("barrier " + name).c_str(), [&] { impl_->pg->barrier()->wait(); });
+  run_collective([this](const std::string& w, const std::exception& e) { collective_failed(w, e); }, "barrier " + name, [&] { impl_->pg->barrier()->wait(); });
 }
 
 at::Tensor DDPStrategy::all_reduce(const at::Tensor& tensor, ReduceOp op) {
   if (!impl_->pg || world_size_ == 1) return tensor;
-  return run_collective(who(), "all_reduce", [&] {
+  return run_collective([this](const std::string& w, const std::exception& e) { collective_failed(w, e); }, "all_reduce", [&] {
     // Gloo has no bf16/fp16 reductions: reduce in fp32 and convert back.
     const bool low = tensor.scalar_type() == at::kBFloat16 || tensor.scalar_type() == at::kHalf;
     at::Tensor t = low ? tensor.to(at::kFloat) : tensor.clone();
@@ -637,7 +580,7 @@ bool DDPStrategy::reduce_boolean_decision(bool decision, bool all) {
 
 void DDPStrategy::broadcast(std::vector<at::Tensor>& tensors, int64_t src) {
   if (!impl_->pg || world_size_ == 1 || tensors.empty()) return;
-  run_collective(who(), "broadcast", [&] {
+  run_collective([this](const std::string& w, const std::exception& e) { collective_failed(w, e); }, "broadcast", [&] {
     std::vector<at::Tensor> views = gloo_transportable(tensors);
     if (views.size() > 1) {
       // One c10d broadcast takes one tensor per device; a list of shapes goes coalesced.
@@ -664,7 +607,7 @@ std::string DDPStrategy::broadcast_object(const std::string& bytes, int64_t src)
 
 std::vector<at::Tensor> DDPStrategy::all_gather(const at::Tensor& tensor) {
   if (!impl_->pg || world_size_ == 1) return {tensor};
-  return run_collective(who(), "all_gather", [&] {
+  return run_collective([this](const std::string& w, const std::exception& e) { collective_failed(w, e); }, "all_gather", [&] {
     std::vector<at::Tensor> in = gloo_transportable({tensor.contiguous()});
     std::vector<std::vector<at::Tensor>> out(1);
     for (int64_t r = 0; r < world_size_; ++r) out[0].push_back(at::empty_like(in[0]));
@@ -686,7 +629,9 @@ void DDPStrategy::on_exception() {
   impl_->failed = true;
   if (impl_->workers) {
     // This rank's error is often the echo of another rank's death: name that one too.
-    if (auto f = impl_->workers->failure(std::chrono::seconds(1))) {
+    if (impl_->rank_failed.load()) {
+      // The monitor has reported it already.
+    } else if (auto f = impl_->workers->failure(std::chrono::seconds(1))) {
       std::cerr << "\nvolt: " << f->describe() << std::flush;
     }
     impl_->workers->stop_all();
@@ -697,6 +642,7 @@ void DDPStrategy::teardown() {
   impl_->reducer.reset();
   impl_->sync = true;
   Strategy::teardown();
+  raise_if_a_rank_failed();  // a rank that died after the last collective still fails the stage
 }
 
 std::shared_ptr<Strategy> make_ddp_strategy(const StrategyParts& parts) {

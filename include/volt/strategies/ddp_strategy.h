@@ -61,6 +61,12 @@ class DDPStrategy : public Strategy {
   void join_process_group();
   /// "rank 1 on host h"
   std::string who() const;
+  /// Throws a DistributedError naming the failed rank when the local ranks' monitor saw one
+  /// die (ddp's subprocess launcher: this process is rank 0 and started the others).
+  void raise_if_a_rank_failed() const;
+  /// A collective or the gradient allreduce threw: the error to raise, naming the rank that
+  /// died when that is why (waiting briefly for the monitor's report).
+  [[noreturn]] void collective_failed(const std::string& what, const std::exception& e) const;
 
   struct Impl;
   std::unique_ptr<Impl> impl_;
