@@ -5,3 +5,4 @@
 #include "volt/connectors/checkpoint_connector.h"
 #include "volt/connectors/data_connector.h"
 #include "volt/connectors/logger_connector.h"
+#include "volt/connectors/signal_connector.h"

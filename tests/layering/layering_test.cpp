@@ -314,11 +314,61 @@ std::vector<std::string> check_layering(const std::vector<SourceFile>& files) {
   return violations;
 }
 
-std::vector<SourceFile> read_tree(const std::filesystem::path& root) {
+/// Each umbrella include/volt/<concern>.h must include every header of include/volt/<concern>/
+/// (its comment says so, and applications rely on it): one message per missing header.
+std::vector<std::string> check_umbrellas(const std::vector<SourceFile>& files) {
+  std::map<std::string, std::set<std::string>> included;  // umbrella concern -> targets
+  std::set<std::string> umbrellas;
+  for (const auto& f : files) {
+    if (!starts_with(f.path, "include/volt/")) continue;
+    const std::string rest = f.path.substr(13);
+    if (rest.find('/') != std::string::npos || rest == "volt.h") continue;
+    umbrellas.insert(stem(rest));
+    for (const auto& inc : parse_includes(f.contents)) included[stem(rest)].insert(normalize(inc.target));
+  }
+  std::vector<std::string> out;
+  for (const auto& f : files) {
+    if (!starts_with(f.path, "include/volt/")) continue;
+    const std::string rest = f.path.substr(13);
+    const auto slash = rest.find('/');
+    if (slash == std::string::npos || rest.find('/', slash + 1) != std::string::npos) continue;
+    const std::string concern = rest.substr(0, slash);
+    if (!umbrellas.count(concern)) {
+      out.push_back("include/volt/" + concern + ".h is missing: every concern folder has an umbrella header");
+      umbrellas.insert(concern);  // once per concern
+      continue;
+    }
+    if (!included[concern].count("volt/" + rest)) {
+      out.push_back("include/volt/" + concern + ".h does not include volt/" + rest +
+                    " (an umbrella includes every public header of its folder)");
+    }
+  }
+  return out;
+}
+
+/// tools/, bench/ and examples/ use the library as a user would: public headers (volt/...)
+/// only, never a private one from src/ ("strategies/detail/x.h").
+std::vector<std::string> check_users(const std::vector<SourceFile>& files) {
+  std::vector<std::string> out;
+  for (const auto& f : files) {
+    for (const auto& inc : parse_includes(f.contents)) {
+      const std::string first = inc.target.substr(0, inc.target.find('/'));
+      if (inc.quoted && inc.target.find('/') != std::string::npos && layers().count(first)) {
+        out.push_back(f.path + " includes " + inc.target +
+                      ": a private header of the library; tools, benchmarks and examples include only "
+                      "public headers (volt/...)");
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<SourceFile> read_tree(const std::filesystem::path& root,
+                                  std::vector<std::string> dirs = {"include/volt", "src"}) {
   namespace fs = std::filesystem;
   static const std::set<std::string> kExtensions{".h", ".hpp", ".cpp", ".cc", ".cu", ".cuh"};
   std::vector<SourceFile> files;
-  for (const char* dir : {"include/volt", "src"}) {
+  for (const std::string& dir : dirs) {
     const fs::path base = root / dir;
     if (!fs::is_directory(base)) continue;
     for (const auto& entry : fs::recursive_directory_iterator(base)) {
@@ -354,6 +404,42 @@ TEST(Layering, SourceTreeFollowsArchitecture) {
   EXPECT_TRUE(violations.empty()) << violations.size()
                                   << " breach(es) of ARCHITECTURE.md's layering:\n"
                                   << join(violations);
+}
+
+TEST(Layering, EveryUmbrellaHeaderIncludesItsWholeFolder) {
+  const char* root = std::getenv("VOLT_SOURCE_DIR");
+  ASSERT_NE(root, nullptr) << "set VOLT_SOURCE_DIR to the repository root (ctest does)";
+  const auto problems = check_umbrellas(read_tree(root));
+  EXPECT_TRUE(problems.empty()) << problems.size() << " incomplete umbrella header(s):\n" << join(problems);
+}
+
+TEST(Layering, ToolsBenchmarksAndExamplesIncludeOnlyPublicHeaders) {
+  const char* root = std::getenv("VOLT_SOURCE_DIR");
+  ASSERT_NE(root, nullptr) << "set VOLT_SOURCE_DIR to the repository root (ctest does)";
+  const auto files = read_tree(root, {"tools", "bench", "examples"});
+  ASSERT_GE(files.size(), 10u) << "found only " << files.size() << " files under tools, bench, examples";
+  const auto problems = check_users(files);
+  EXPECT_TRUE(problems.empty()) << join(problems);
+}
+
+TEST(Layering, ReportsAMissingUmbrellaEntryAndAPrivateIncludeFromATool) {
+  const std::vector<SourceFile> tree{
+      {"include/volt/precision.h", "#include \"volt/precision/precision.h\"\n"},
+      {"include/volt/precision/precision.h", ""},
+      {"include/volt/precision/mixed.h", ""},
+      {"include/volt/profilers/profiler.h", ""},
+  };
+  EXPECT_EQ(check_umbrellas(tree),
+            (Violations{"include/volt/precision.h does not include volt/precision/mixed.h (an umbrella includes "
+                        "every public header of its folder)",
+                        "include/volt/profilers.h is missing: every concern folder has an umbrella header"}));
+  const std::vector<SourceFile> users{
+      {"tools/volt/main.cpp", "#include \"volt/strategies/strategy.h\"\n#include \"strategies/detail/x.h\"\n"
+                              "#include \"launch_command.h\"\n"},
+  };
+  EXPECT_EQ(check_users(users),
+            (Violations{"tools/volt/main.cpp includes strategies/detail/x.h: a private header of the library; "
+                        "tools, benchmarks and examples include only public headers (volt/...)"}));
 }
 
 TEST(Layering, AcceptsIncludesThatPointDown) {
