@@ -2,6 +2,9 @@
 
 #include "volt/core/error.h"
 #include "volt/environments/default_environment.h"
+#include "volt/environments/kubeflow_environment.h"
+#include "volt/environments/lsf_environment.h"
+#include "volt/environments/mpi_environment.h"
 #include "volt/environments/torchelastic_environment.h"
 #include "volt/environments/xla_environment.h"
 
