@@ -109,6 +109,8 @@ generator = {
     "gan_gpu": {"template": "gan", "accelerator": "gpu", "backend": "nccl", "distributed": "spawn",
                 "nproc_per_node": "2", "precision": "16-mixed", "include_tests": "false"},
     "text": {"template": "text-classification", "seed": 0, "batch_size": 1.0},
+    "loggers": {"template": "minimal", "logger": "csv,tensorboard", "profiler": "simple"},
+    "loggers_list": {"template": "gan", "logger": ["tensorboard"], "profiler": "pytorch"},
 }
 for name, options in generator.items():
     put("generator_options", name + ".json", json.dumps(options))

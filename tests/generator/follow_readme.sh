@@ -7,7 +7,10 @@
 #   - `sbatch`, `gcloud` and the TPU VM's run line need SLURM, a cloud account or a TPU runtime library: their
 #     `./build/NAME ...` part is checked the same way (--print-config); the TPU VM's build lines are the ones
 #     already run above;
-#   - the TPU run on Volt's emulation (a line starting VOLT_TPU_EMULATION=lazy) runs as written, in full.
+#   - the TPU run on Volt's emulation (a line starting VOLT_TPU_EMULATION=lazy) runs as written, in full;
+#   - `tensorboard --logdir DIR` is a server (and a Python package, not Debian's): instead, DIR must hold the
+#     TensorBoard event files the run above wrote;
+#   - `volt plot ... --out FILE` runs as written when this Volt has `volt plot`, and FILE must then exist.
 # usage: follow_readme.sh PROJECT_DIR VOLT_PREFIX
 set -euo pipefail
 dir=$1
@@ -19,6 +22,8 @@ commands=$(awk '/^```sh$/{on=1; next} /^```$/{on=0} on' README.md)
 ran=0 checked=0
 have_launch=${FOLLOW_README_LAUNCH:-0}
 if "$VOLT_PREFIX/bin/volt" launch --help >/dev/null 2>&1; then have_launch=1; fi
+have_plot=0
+if "$VOLT_PREFIX/bin/volt" plot --help >/dev/null 2>&1; then have_plot=1; fi
 in_tpu_vm=0
 while IFS= read -r line; do
   [ -n "$line" ] || continue
@@ -36,6 +41,24 @@ while IFS= read -r line; do
   fi
   if [ $in_tpu_vm = 1 ] && [[ "$line" == cmake* ]]; then
     echo "  (TPU VM, same as the build above) $line"; continue
+  fi
+  if [[ "$line" == "tensorboard --logdir "* ]]; then
+    logdir=${line#tensorboard --logdir }
+    echo "  (a server) $line: checking $logdir for event files instead"
+    compgen -G "$logdir/version_*/events.out.tfevents.*" >/dev/null ||
+      { echo "follow_readme: no TensorBoard event files under $logdir/version_*"; exit 1; }
+    checked=$((checked + 1))
+    continue
+  fi
+  if [[ "$line" == *"/bin/volt plot "* ]]; then
+    if [ $have_plot = 0 ]; then echo "  (needs volt plot) $line"; continue; fi
+    echo "  run (plot): $line"
+    eval "$line"
+    plot_out=${line##*--out }
+    plot_out=${plot_out%% *}
+    [ -s "$plot_out" ] || { echo "follow_readme: '$line' wrote no $plot_out"; exit 1; }
+    ran=$((ran + 1))
+    continue
   fi
   if [[ "$line" == VOLT_TPU_EMULATION=lazy* ]]; then
     echo "  run (TPU emulation): $line"

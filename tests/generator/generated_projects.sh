@@ -3,7 +3,9 @@
 # installed Volt (one build per template, ccache on, -j2), runs it for a few batches on CPU by
 # following its README (follow_readme.sh), and runs its ctest smoke test. Then one launch-mode
 # project (--distributed launch --nproc-per-node 2) the same way, and one xla-tpu project whose TPU run goes
-# through Volt's TPU emulation (see follow_readme.sh).
+# through Volt's TPU emulation (see follow_readme.sh). Then the loggers and the profiler (issue 18): a project
+# with --logger csv,tensorboard --profiler simple must leave metrics.csv, event files and fit-profile.txt in one
+# lightning_logs/version_0 folder, and one with --logger none --profiler pytorch a Chrome trace fit-trace.json.
 # usage: generated_projects.sh VOLT_NEW_BINARY VOLT_PREFIX [TEMPLATE ...]
 set -euo pipefail
 volt_new=$(realpath "$1")
@@ -40,6 +42,18 @@ PY
   echo "   build: $(( ($(date +%s%N) - start) / 1000000 )) ms"
   bash "$here/follow_readme.sh" "$dir" "$prefix"
 }
+logs_written() {  # DIR PATTERN...: each pattern (relative to DIR) names a non-empty file
+  local dir=$1 pattern found
+  shift
+  for pattern in "$@"; do
+    found=$(cd "$dir" && compgen -G "$pattern" | head -n 1) || true
+    if [ -z "$found" ] || [ ! -s "$dir/$found" ]; then
+      echo "   $dir: nothing written at $pattern"
+      return 1
+    fi
+    echo "   written: $found ($(stat -c %s "$dir/$found") bytes)"
+  done
+}
 for t in "${templates[@]}"; do
   name=${t//-/_}_app
   if ! project "$name" "$work/$name" --template "$t"; then
@@ -57,6 +71,25 @@ if [ $# -eq 0 ] || [[ " $* " == *" image-classification "* ]]; then
   # backend xla-tpu: its README's TPU run, on Volt's TPU emulation (8 spawned processes), one epoch.
   if ! project xla_app "$work/xla_app" --template image-classification --backend xla-tpu --max-epochs 1; then
     echo "FAILED: xla-tpu project"
+    status=1
+  fi
+fi
+if [ $# -eq 0 ] || [[ " $* " == *" minimal "* ]]; then
+  # Both loggers write into the folder of one version (the first logger decides it); the README's quick run is
+  # the only training run, so a version_1 would mean they did not.
+  if ! project logs_app "$work/logs_app" --template minimal --logger csv,tensorboard --profiler simple ||
+     ! logs_written "$work/logs_app" lightning_logs/version_0/metrics.csv \
+         'lightning_logs/version_0/events.out.tfevents.*' lightning_logs/version_0/fit-profile.txt ||
+     [ -e "$work/logs_app/lightning_logs/version_1" ]; then
+    echo "FAILED: csv + tensorboard + simple profiler project"
+    status=1
+  fi
+  # No logger: the profiler writes where the program runs (default_root_dir).
+  if ! project trace_app "$work/trace_app" --template minimal --logger none --profiler pytorch ||
+     ! logs_written "$work/trace_app" fit-trace.json ||
+     ! /usr/bin/python3 -c 'import json, sys; t = json.load(open(sys.argv[1])); e = t["traceEvents"] if isinstance(t, dict) else t; assert e, "no trace events"' \
+         "$work/trace_app/fit-trace.json"; then
+    echo "FAILED: pytorch profiler project without a logger"
     status=1
   fi
 fi

@@ -46,14 +46,14 @@ TEST(GeneratorSchema, HasEveryOptionOfTheContractWithDashedFlags) {
     EXPECT_EQ(o["flag"], flag);
     const std::set<std::string> groups{"Project", "Training", "Handlers", "Loggers"};
     EXPECT_TRUE(groups.count(o["group"].get<std::string>())) << o.dump();
-    if (o["type"] == "enum") {
+    if (o["type"] == "enum" || o["type"] == "list") {
       EXPECT_TRUE(o["choices"].is_array() && !o["choices"].empty()) << o.dump();
     }
   }
   for (const char* k : {"template", "name", "accelerator", "distributed", "backend", "nproc_per_node", "nnodes",
                         "node_rank", "master_addr", "master_port", "precision", "max_epochs", "batch_size", "lr",
                         "optimizer", "seed", "deterministic", "save_best", "save_last", "every_n_train_steps",
-                        "save_top_k", "early_stopping", "patience", "logger", "include_tests"}) {
+                        "save_top_k", "early_stopping", "patience", "logger", "profiler", "include_tests"}) {
     EXPECT_TRUE(keys.count(k)) << k;
   }
 }
@@ -161,6 +161,11 @@ TEST(GeneratorValidate, RejectsEveryImpossibleCombinationAndNamesWhatIsAllowed) 
       {"a port out of range", {{"master_port", 70000}}, "master_port", "above the maximum 65535"},
       {"a bad boolean", {{"save_last", "maybe"}}, "save_last", "expects true or false"},
       {"a negative learning rate", {{"lr", -1}}, "lr", "below the minimum"},
+      {"an unknown logger", {{"logger", "wandb"}}, "logger", "'wandb' is not one of: csv, tensorboard"},
+      {"an unknown profiler",
+       {{"profiler", "fast"}},
+       "profiler",
+       "'fast' is not one of: none, simple, advanced, pytorch"},
   };
   for (const auto& c : cases) {
     const auto v = gen::validate(base_options(c.options));
@@ -171,7 +176,7 @@ TEST(GeneratorValidate, RejectsEveryImpossibleCombinationAndNamesWhatIsAllowed) 
 }
 
 TEST(GeneratorValidate, NullIsAnErrorNamingTheOptionNotItsDefault) {
-  for (const char* key : {"template", "max_epochs", "lr", "deterministic", "master_addr"}) {
+  for (const char* key : {"template", "max_epochs", "lr", "deterministic", "master_addr", "logger", "profiler"}) {
     const auto v = gen::validate(base_options({{key, nullptr}}));
     EXPECT_TRUE(contains(errors_for(v, key), "got null; leave the option out to get its default")) << key;
   }
@@ -274,6 +279,9 @@ TEST(GeneratorCommandLine, RecreatesTheSameOptions) {
             {"nproc_per_node", 2}, {"backend", "nccl"}, {"save_top_k", -1}}),
       base_options({{"template", "text-classification"}, {"early_stopping", true}, {"patience", 5}, {"seed", 7},
             {"deterministic", true}, {"include_tests", false}}),
+      base_options({{"logger", "csv,tensorboard"}, {"profiler", "pytorch"}}),
+      base_options({{"logger", json::array({"tensorboard", "csv"})}, {"profiler", "simple"}}),
+      base_options({{"template", "gan"}, {"logger", json::array()}, {"profiler", "advanced"}}),
   };
   for (const auto& c : cases) {
     const auto before = gen::validate(c);
@@ -285,6 +293,13 @@ TEST(GeneratorCommandLine, RecreatesTheSameOptions) {
     EXPECT_EQ(after.options, before.options) << cmd;
   }
   EXPECT_EQ(gen::command_line(base_options()), "volt new app --template minimal");
+  EXPECT_EQ(gen::command_line(base_options({{"logger", "csv,tensorboard"}, {"profiler", "simple"}})),
+            "volt new app --template minimal --logger csv,tensorboard --profiler simple");
+  EXPECT_EQ(gen::command_line(base_options({{"logger", json::array()}})),
+            "volt new app --template minimal --logger none");
+  EXPECT_EQ(gen::command_line(base_options({{"logger", "csv"}, {"profiler", "none"}})),
+            "volt new app --template minimal")
+      << "the defaults are left out";
 }
 
 TEST(GeneratorValidate, TemplateDefaultsYieldToGivenValues) {
@@ -293,6 +308,59 @@ TEST(GeneratorValidate, TemplateDefaultsYieldToGivenValues) {
   EXPECT_DOUBLE_EQ(gen::validate(base_options()).options["lr"].get<double>(), 0.001);
   EXPECT_EQ(gen::command_line(base_options({{"template", "gan"}})), "volt new app --template gan");
   EXPECT_EQ(gen::command_line(base_options({{"template", "gan"}, {"lr", 0.001}})), "volt new app --template gan --lr 0.001");
+}
+
+TEST(GeneratorValidate, LoggerTakesOneOrSeveralNamesAsTextOrAList) {
+  const std::vector<std::pair<json, json>> cases = {
+      {json("csv"), json::array({"csv"})},
+      {json("tensorboard"), json::array({"tensorboard"})},
+      {json("csv,tensorboard"), json::array({"csv", "tensorboard"})},
+      {json(" tensorboard , csv "), json::array({"tensorboard", "csv"})},  // the order given: the first decides
+      {json("none"), json::array()},
+      {json::array({"tensorboard", "csv"}), json::array({"tensorboard", "csv"})},
+      {json::array(), json::array()},
+      {json::array({"none"}), json::array()},
+  };
+  for (const auto& [given, expected] : cases) {
+    const auto v = gen::validate(base_options({{"logger", given}}));
+    ASSERT_TRUE(v.errors.empty()) << given.dump() << ": " << v.errors[0].message;
+    EXPECT_EQ(v.options["logger"], expected) << given.dump();
+    // Validated options validate to themselves (the notebook and the page send them back).
+    EXPECT_EQ(gen::validate(v.options).options, v.options) << given.dump();
+  }
+  EXPECT_EQ(gen::validate(base_options()).options["logger"], json::array({"csv"}));
+  EXPECT_EQ(gen::validate(base_options()).options["profiler"], "none");
+  for (const char* p : {"none", "simple", "advanced", "pytorch"}) {
+    const auto v = gen::validate(base_options({{"profiler", p}}));
+    ASSERT_TRUE(v.errors.empty()) << p;
+    EXPECT_EQ(v.options["profiler"], p);
+  }
+}
+
+TEST(GeneratorValidate, RefusesBadLoggerValuesNamingThemAndTheKnownLoggers) {
+  const std::string how = "give one or several of csv, tensorboard, separated by commas (csv,tensorboard), or none";
+  const std::vector<std::pair<json, std::string>> cases = {
+      {json("tb"), "'tb' is not one of: csv, tensorboard; " + how},
+      {json("csv,tb"), "'tb' is not one of: csv, tensorboard"},
+      {json("CSV"), "'CSV' is not one of: csv, tensorboard"},
+      {json("csv,csv"), "'csv' is given twice in 'csv,csv'"},
+      {json::array({"tensorboard", "tensorboard"}), "'tensorboard' is given twice"},
+      {json(""), "got ''; " + how},
+      {json("csv,"), "'csv,' has an empty name"},
+      {json(",tensorboard"), "',tensorboard' has an empty name"},
+      {json("none,csv"), "'none,csv' names none (no logger) together with others"},
+      {json::array({"csv", 3}), "expects names as text, got [\"csv\",3]"},
+      {json(true), "expects names from csv, tensorboard, separated by commas, or none, got true"},
+      {json({{"csv", true}}), "got {\"csv\":true}"},
+      {json("\xff"), "'\\xff' is not one of"},
+  };
+  for (const auto& [given, says] : cases) {
+    const auto v = gen::validate(base_options({{"logger", given}}));
+    const std::string msg = errors_for(v, "logger");
+    EXPECT_TRUE(contains(msg, says)) << given.dump(-1, ' ', false, json::error_handler_t::replace) << ": '" << msg
+                                     << "'";
+    EXPECT_THROW(gen::render(base_options({{"logger", given}})), gen::GeneratorError);
+  }
 }
 
 // Found by tests/fuzz (generator_options): a whole number too large for int64 was converted anyway (UB).

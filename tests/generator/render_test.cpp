@@ -240,3 +240,88 @@ TEST(GeneratorRender, RecordedCommandLeavesForcedOptionsOut) {
   EXPECT_TRUE(contains(p.files.at("README.md"), cmd + "\n"));
   EXPECT_EQ(json::parse(gen::notebook(p, o))["metadata"]["volt"]["command"], cmd);
 }
+
+TEST(GeneratorRender, LoggersAndProfilerGoToTheTrainerSectionOfConfig) {
+  const auto trainer = [](const json& extra) { return config_of(gen::render(base_options(extra)))["trainer"]; };
+  // true is the Trainer's default, the CSV logger alone; false is none.
+  EXPECT_TRUE(trainer(json::object())["logger"].as<bool>());
+  EXPECT_TRUE(trainer({{"logger", "csv"}})["logger"].as<bool>());
+  EXPECT_FALSE(trainer({{"logger", "none"}})["logger"].as<bool>());
+  EXPECT_EQ(trainer({{"logger", "tensorboard"}})["logger"].as<std::string>(), "tensorboard");
+  const auto both = trainer({{"logger", "csv,tensorboard"}})["logger"];
+  ASSERT_TRUE(both.IsSequence());
+  EXPECT_EQ(both.as<std::vector<std::string>>(), (std::vector<std::string>{"csv", "tensorboard"}));
+  EXPECT_EQ(trainer({{"logger", "tensorboard,csv"}})["logger"].as<std::vector<std::string>>(),
+            (std::vector<std::string>{"tensorboard", "csv"}));
+  for (const char* p : {"simple", "advanced", "pytorch"}) {
+    EXPECT_EQ(trainer({{"profiler", p}})["profiler"].as<std::string>(), p);
+  }
+  // Off: no key (the Trainer's default), only a comment that names the choices.
+  EXPECT_FALSE(trainer(json::object())["profiler"].IsDefined());
+  EXPECT_TRUE(contains(gen::render(base_options()).files.at("config.yaml"), "# profiler: simple"));
+  // The C++ stays the same: the choice is read from config.yaml at run time.
+  for (const char* t : {"minimal", "image-classification"}) {
+    const auto a = gen::render(base_options({{"template", t}}));
+    const auto b = gen::render(base_options({{"template", t}, {"logger", "csv,tensorboard"}, {"profiler", "pytorch"}}));
+    EXPECT_EQ(a.files.at("src/main.cpp"), b.files.at("src/main.cpp")) << t;
+  }
+}
+
+TEST(GeneratorRender, ReadmeSaysWhereTheLogsAreAndHowToOpenThemOnlyForWhatWasChosen) {
+  struct Row {
+    json options;
+    std::vector<std::string> has, lacks;
+  };
+  const std::string plot = "$VOLT_PREFIX/bin/volt plot lightning_logs/version_0 --out curves.png";
+  const std::string tensorboard = "tensorboard --logdir lightning_logs\n";
+  const std::vector<Row> rows = {
+      {json::object(),
+       {"## Logs\n", "lightning_logs/version_0/metrics.csv", plot},
+       {tensorboard, "fit-profile.txt", "fit-trace.json", "profile"}},
+      {{{"logger", "tensorboard"}},
+       {"(`events.out.tfevents.*`) into `lightning_logs/version_0`", tensorboard, "pip install tensorboard"},
+       {"metrics.csv", "volt plot", "profile"}},
+      {{{"logger", "csv,tensorboard"}, {"profiler", "simple"}},
+       {"## Logs and the profile", plot, tensorboard, "into the same folder", "simple profiler",
+        "```sh\ncat lightning_logs/version_0/fit-profile.txt\n```"},
+       {"fit-trace.json", "advanced"}},
+      {{{"logger", "none"}, {"profiler", "advanced"}},
+       {"## The profile\n", "advanced profiler", "percentiles", "```sh\ncat fit-profile.txt\n```",
+        "there is no logger"},
+       {"## Logs", "lightning_logs/version_0", "volt plot", "tensorboard", "### The profile"}},
+      {{{"logger", "csv"}, {"profiler", "pytorch"}},
+       {"`lightning_logs/version_0/fit-trace.json`", "https://ui.perfetto.dev", "chrome://tracing", plot},
+       {"fit-profile.txt", tensorboard}},
+      {{{"logger", "none"}}, {}, {"## Logs", "## The profile", "volt plot", "tensorboard", "metrics.csv"}},
+  };
+  for (const auto& r : rows) {
+    SCOPED_TRACE(r.options.dump());
+    const std::string readme = gen::render(base_options(r.options)).files.at("README.md");
+    for (const auto& s : r.has) EXPECT_TRUE(contains(readme, s)) << "README lacks: " << s << "\n" << readme;
+    for (const auto& s : r.lacks) EXPECT_FALSE(contains(readme, s)) << "README has: " << s << "\n" << readme;
+    EXPECT_FALSE(contains(readme, "\n\n\n")) << "runs of empty lines where sections are off:\n" << readme;
+    EXPECT_FALSE(contains(readme, "every training option.\n\n")) << "an empty line inside the Files list";
+  }
+}
+
+TEST(GeneratorNotebook, OpensTensorBoardAndTheProfileOnlyWhenChosen) {
+  const auto code_of = [](const json& extra) {
+    const json o = base_options(extra);
+    return notebook_code(json::parse(gen::notebook(gen::render(o), o)));
+  };
+  const std::string tb = "%load_ext tensorboard\n%tensorboard --logdir /content/app/lightning_logs";
+  EXPECT_TRUE(contains(code_of({{"logger", "tensorboard"}}), tb));
+  EXPECT_TRUE(contains(code_of({{"logger", "csv,tensorboard"}}), tb));
+  EXPECT_FALSE(contains(code_of(json::object()), "%tensorboard"));
+  EXPECT_FALSE(contains(code_of(json::object()), "%load_ext"));
+  EXPECT_FALSE(contains(code_of(json::object()), "fit-profile"));
+  // The profile of the latest run: the highest version_N, or the project folder without a logger.
+  const std::string simple = code_of({{"profiler", "simple"}});
+  EXPECT_TRUE(contains(simple, "glob.glob('/content/app/lightning_logs/version_*')")) << simple;
+  EXPECT_TRUE(contains(simple, "os.path.join(runs[-1], 'fit-profile.txt')")) << simple;
+  EXPECT_TRUE(contains(simple, "print(open(path).read())")) << simple;
+  const std::string trace = code_of({{"logger", "none"}, {"profiler", "pytorch"}});
+  EXPECT_TRUE(contains(trace, "path = '/content/app/fit-trace.json'")) << trace;
+  EXPECT_TRUE(contains(trace, "files.download(path)")) << trace;
+  EXPECT_FALSE(contains(trace, "glob.glob")) << trace;
+}

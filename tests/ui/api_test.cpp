@@ -271,3 +271,33 @@ TEST(UiApi, NotebookForXlaTpuHasTheTpuAccelerator) {
   ASSERT_EQ(cpu.status, 200);
   EXPECT_FALSE(json::parse(cpu.body)["metadata"].contains("accelerator"));
 }
+
+TEST(UiApi, LoggersAsTextFromThePageAnswerAsAListAndAnUnknownOneIs400NamingIt) {
+  // The page sends the ticked boxes as "csv,tensorboard" (or "none"); the answer's options hold the list.
+  const json options = {{"template", "minimal"}, {"logger", "csv,tensorboard"}, {"profiler", "simple"}};
+  const auto r = post("/api/render", options);
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json body = body_json(r);
+  EXPECT_EQ(body["options"]["logger"], json::array({"csv", "tensorboard"}));
+  EXPECT_EQ(body["options"]["profiler"], "simple");
+  EXPECT_EQ(body["files"], json(gen::render(options).files));
+  EXPECT_NE(body["command"].get<std::string>().find("--logger csv,tensorboard --profiler simple"), std::string::npos);
+  // The list the answer holds is accepted back as it is (the page's notebook and zip requests).
+  EXPECT_EQ(post("/api/render", body["options"]).status, 200);
+  const auto none = post("/api/validate", json{{"logger", "none"}});
+  ASSERT_EQ(none.status, 200);
+  EXPECT_EQ(body_json(none)["options"]["logger"], json::array());
+
+  const json bad = {{"template", "minimal"}, {"logger", "csv,wandb"}, {"profiler", "fast"}};
+  const auto refused = post("/api/render", bad);
+  ASSERT_EQ(refused.status, 400);
+  const json problems = body_json(refused)["problems"];
+  EXPECT_EQ(problems, problems_of(gen::validate(bad)));
+  ASSERT_EQ(problems.size(), 2u);
+  EXPECT_EQ(problems[0]["option"], "logger");
+  EXPECT_NE(problems[0]["message"].get<std::string>().find("'wandb' is not one of: csv, tensorboard"),
+            std::string::npos);
+  EXPECT_EQ(problems[1]["option"], "profiler");
+  EXPECT_NE(problems[1]["message"].get<std::string>().find("'fast' is not one of: none, simple, advanced, pytorch"),
+            std::string::npos);
+}

@@ -43,7 +43,9 @@ std::string usage() {
       out << "\n" << group << ":\n";
     }
     std::string left = "  " + o["flag"].get<std::string>() + " ";
-    if (o.contains("choices")) {
+    if (o["type"] == "list") {
+      left += "NAME[,NAME]";  // the names are in the help
+    } else if (o.contains("choices")) {
       std::string c;
       for (const auto& v : o["choices"]) c += (c.empty() ? "" : "|") + v.get<std::string>();
       left += c;
@@ -52,8 +54,12 @@ std::string usage() {
     }
     if (left.size() < 34) left += std::string(34 - left.size(), ' ');
     const json& d = o["default"];
-    out << left << " " << o["help"].get<std::string>() << " (default: "
-        << (d.is_string() ? (d.get<std::string>().empty() ? "none" : d.get<std::string>()) : d.dump()) << ")\n";
+    std::string shown = d.is_string() ? d.get<std::string>() : d.dump();
+    if (d.is_array()) {
+      shown.clear();
+      for (const auto& v : d) shown += (shown.empty() ? "" : ",") + v.get<std::string>();
+    }
+    out << left << " " << o["help"].get<std::string>() << " (default: " << (shown.empty() ? "none" : shown) << ")\n";
   }
   return out.str();
 }

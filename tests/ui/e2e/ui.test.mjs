@@ -299,6 +299,78 @@ test('a hand-edited link with an unknown option or a bad value shows the generat
   await other.close();
 });
 
+test('loggers are boxes and the profiler a list; config.yaml, README, command and notebook follow them', async () => {
+  const other = await context.newPage();
+  await other.goto(baseUrl + '?template=minimal#tab=Loggers&file=config.yaml');
+  await settled(other);
+  assert.equal(await other.isVisible('#opt-logger-csv'), true, 'the Loggers tab is open');
+  assert.equal(await other.isChecked('#opt-logger-csv'), true, 'csv is the default');
+  assert.equal(await other.isChecked('#opt-logger-tensorboard'), false);
+  assert.deepEqual(await other.$$eval('#opt-profiler option', (o) => o.map((x) => x.value)),
+                   ['none', 'simple', 'advanced', 'pytorch']);
+  await other.check('#opt-logger-tensorboard');
+  await settled(other);
+  assert.match(await other.textContent('#preview code'), /logger: \[csv, tensorboard\]/);
+  assert.equal(new URL(other.url()).searchParams.get('logger'), 'csv,tensorboard');
+  assert.match(await other.textContent('#command'), /--logger csv,tensorboard/);
+  await other.selectOption('#opt-profiler', 'simple');
+  await settled(other);
+  assert.match(await other.textContent('#preview code'), /profiler: simple/);
+  assert.match(await other.textContent('#command'), /--logger csv,tensorboard --profiler simple/);
+  await other.click('#tree button[data-path="README.md"]');
+  const readme = await other.textContent('#preview code');
+  assert.match(readme, /tensorboard --logdir lightning_logs/);
+  assert.match(readme, /volt plot lightning_logs\/version_0/);
+  assert.match(readme, /cat lightning_logs\/version_0\/fit-profile\.txt/);
+  // The notebook opens TensorBoard on the run's logs.
+  const [download] = await Promise.all([other.waitForEvent('download'), other.click('#download-notebook')]);
+  const file = path.join(downloadsDir, 'loggers-' + download.suggestedFilename());
+  await download.saveAs(file);
+  const nb = JSON.parse(fs.readFileSync(file, 'utf8'));
+  const code = nb.cells.filter((c) => c.cell_type === 'code').map((c) => c.source.join('')).join('\n');
+  assert.match(code, /%load_ext tensorboard\n%tensorboard --logdir \/content\/\S+\/lightning_logs/);
+  // No box ticked: no logger.
+  await other.uncheck('#opt-logger-csv');
+  await settled(other);
+  await other.uncheck('#opt-logger-tensorboard');
+  await settled(other);
+  assert.equal(new URL(other.url()).searchParams.get('logger'), 'none');
+  await other.click('#tree button[data-path="config.yaml"]');
+  assert.match(await other.textContent('#preview code'), /logger: false/);
+  assert.match(await other.textContent('#command'), /--logger none/);
+  // The link restores the boxes.
+  const again = await context.newPage();
+  await again.goto(other.url());
+  await settled(again);
+  assert.equal(await again.isChecked('#opt-logger-csv'), false);
+  assert.equal(await again.isChecked('#opt-logger-tensorboard'), false);
+  assert.equal((await fieldState(again, 'profiler')).value, 'simple');
+  await again.close();
+  await other.close();
+});
+
+test('a hand-edited link with an unknown logger or profiler shows the messages under their fields', async () => {
+  const other = await context.newPage();
+  await other.goto(baseUrl + '?template=minimal&logger=csv,wandb&profiler=fast#tab=Loggers');
+  await settled(other);
+  const logger = await other.textContent('.field[data-key="logger"] .error');
+  assert.match(logger, /'wandb' is not one of: csv, tensorboard/);
+  assert.equal(await other.getAttribute('#opt-logger', 'aria-invalid'), 'true');
+  assert.equal(await other.isChecked('#opt-logger-csv'), true, 'the known part of the choice stays ticked');
+  assert.match((await fieldState(other, 'profiler')).error, /'fast' is not one of: none, simple, advanced, pytorch/);
+  assert.equal(await other.isDisabled('#download-zip'), true);
+  // Ticking a box sends a valid choice, and the latest choice wins: the rejected profiler is left out (its default).
+  await other.check('#opt-logger-tensorboard');
+  await settled(other);
+  assert.equal(await other.textContent('.field[data-key="logger"] .error'), '');
+  assert.equal(await other.getAttribute('#opt-logger', 'aria-invalid'), null);
+  assert.deepEqual(await fieldState(other, 'profiler'), { value: 'none', disabled: false, hidden: false, hint: '',
+                                                          error: '' });
+  assert.equal(new URL(other.url()).searchParams.get('logger'), 'csv,tensorboard');
+  assert.equal(await other.isDisabled('#download-zip'), false);
+  await other.close();
+});
+
 test('a screenshot of the page is saved as a test artifact', async () => {
   const shot = path.join(kArtifacts, 'ui.png');
   await page.evaluate(() => window.scrollTo(0, 0));

@@ -1,4 +1,5 @@
-// Names and paths that are safe, the zip archive, and writing a project to disk atomically.
+// Names and paths that are safe, option values as text, the zip archive, and writing a project to disk
+// atomically.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -42,6 +43,17 @@ nlohmann::json spec_default(const nlohmann::json& schema, const std::string& key
     if (s["key"] == key) return s["default"];
   }
   return nullptr;
+}
+
+std::string option_text(const nlohmann::json& value) {
+  if (value.is_string()) return value.get<std::string>();
+  if (value.is_array() &&
+      std::all_of(value.begin(), value.end(), [](const nlohmann::json& v) { return v.is_string(); })) {
+    std::string out;
+    for (const auto& v : value) out += (out.empty() ? "" : ",") + v.get<std::string>();
+    return out.empty() ? "none" : out;
+  }
+  return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 std::string shell_quote(const std::string& s) {

@@ -33,6 +33,10 @@ nlohmann::json template_meta(const std::string& id);
 /// The schema's default for key.
 nlohmann::json spec_default(const nlohmann::json& schema, const std::string& key);
 
+/// An option's value as text: a string as it is, a list as its names joined by commas ("none" when empty),
+/// anything else as JSON.
+std::string option_text(const nlohmann::json& value);
+
 /// s quoted for a POSIX shell when it needs quoting.
 std::string shell_quote(const std::string& s);
 

@@ -40,19 +40,85 @@ std::string join(const json& choices) {
   return out;
 }
 
-std::string show(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+std::string show(const json& v) { return option_text(v); }
 
 std::string expected_kind(const json& spec) {
   const std::string type = spec["type"];
   if (type == "bool") return "true or false";
   if (type == "int") return "an integer";
   if (type == "number") return "a number";
+  if (type == "list") return "names from " + join(spec["choices"]) + ", separated by commas, or none";
   return "text";
+}
+
+// A list option ("csv,tensorboard", ["csv", "tensorboard"] or "none"): the names, each one of the choices and
+// given once, in the order given (Lightning: the first logger decides the log folder).
+bool coerce_list(const json& spec, const json& given, json& out, std::string& why) {
+  const json& choices = spec["choices"];
+  const std::string how = "give one or several of " + join(choices) + ", separated by commas (" +
+                          choices.front().get<std::string>() + "," + choices.back().get<std::string>() + "), or none";
+  const std::string as_given = printable(
+      given.is_string() ? given.get<std::string>() : given.dump(-1, ' ', false, json::error_handler_t::replace));
+  std::vector<std::string> names;
+  if (given.is_string()) {
+    const std::string text = given;
+    if (text == "none") {
+      out = json::array();
+      return true;
+    }
+    if (text.empty()) {
+      why = "got ''; " + how;
+      return false;
+    }
+    size_t start = 0;
+    while (true) {
+      const size_t comma = text.find(',', start);
+      std::string name = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      const size_t first = name.find_first_not_of(' '), last = name.find_last_not_of(' ');
+      names.push_back(first == std::string::npos ? "" : name.substr(first, last - first + 1));
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  } else if (given.is_array()) {
+    for (const auto& item : given) {
+      if (!item.is_string()) {
+        why = "expects names as text, got " + as_given + "; " + how;
+        return false;
+      }
+      names.push_back(item.get<std::string>());
+    }
+    if (names == std::vector<std::string>{"none"}) names.clear();
+  } else {
+    why = "expects " + expected_kind(spec) + ", got " + as_given;
+    return false;
+  }
+  out = json::array();
+  for (const auto& name : names) {
+    if (name.empty()) {
+      why = "'" + as_given + "' has an empty name; " + how;
+      return false;
+    }
+    if (name == "none") {
+      why = "'" + as_given + "' names none (no " + spec["key"].get<std::string>() + ") together with others; " + how;
+      return false;
+    }
+    if (std::find(choices.begin(), choices.end(), name) == choices.end()) {
+      why = "'" + printable(name) + "' is not one of: " + join(choices) + "; " + how;
+      return false;
+    }
+    if (std::find(out.begin(), out.end(), name) != out.end()) {
+      why = "'" + printable(name) + "' is given twice in '" + as_given + "'; give each name once";
+      return false;
+    }
+    out.push_back(name);
+  }
+  return true;
 }
 
 // Values from a command line or a web form arrive as text: read them as the schema's type.
 bool coerce(const json& spec, const json& given, json& out, std::string& why) {
   const std::string type = spec["type"];
+  if (type == "list") return coerce_list(spec, given, out, why);
   if (type == "string" || type == "enum") {
     if (given.is_string()) {
       out = given;
@@ -234,9 +300,15 @@ json option_schema() {
       option("early_stopping", "Early stopping", "Handlers", "bool", false,
              "stop when val_loss has not improved for `patience` validations"),
       with_range(option("patience", "Patience", "Handlers", "int", 3, "validations without improvement"), 1, 1000),
-      with_choices(option("logger", "Logger", "Loggers", "enum", "csv",
-                          "csv: metrics.csv under lightning_logs/version_N; none: no logger"),
-                   {"csv", "none"}),
+      with_choices(option("logger", "Loggers", "Loggers", "list", json::array({"csv"}),
+                          "where the run's metrics go, in lightning_logs/version_N: csv (metrics.csv, drawn by volt "
+                          "plot), tensorboard (event files for TensorBoard), both (csv,tensorboard), or none"),
+                   {"csv", "tensorboard"}),
+      with_choices(option("profiler", "Profiler", "Loggers", "enum", "none",
+                          "simple: time of every action, a table at the end of fit and fit-profile.txt; advanced: "
+                          "per-call statistics (min, max, mean, stddev, percentiles); pytorch: LibTorch's profiler, "
+                          "a Chrome trace fit-trace.json; none: off"),
+                   {"none", "simple", "advanced", "pytorch"}),
   });
 }
 

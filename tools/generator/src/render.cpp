@@ -33,7 +33,7 @@ json template_meta(const std::string& id) {
 
 namespace {
 
-std::string show(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+std::string show(const json& v) { return option_text(v); }
 
 std::string cpp_identifier(const std::string& name) {
   std::string out = name;
@@ -60,6 +60,38 @@ std::string tpu_vm_name(const std::string& project) {
   return out + "-tpu";
 }
 
+/// The loggers and the profiler: config.yaml's trainer.logger and trainer.profiler, and which parts of the README's
+/// "Logs" section and of the notebook apply.
+void set_observability(mu::data& d, const json& o) {
+  const json& loggers = o["logger"];
+  const auto has = [&](const char* name) { return std::find(loggers.begin(), loggers.end(), name) != loggers.end(); };
+  // trainer.logger: true is the CSV logger alone (the Trainer's default), false none, else the names.
+  std::string value;
+  if (loggers.empty()) {
+    value = "false";
+  } else if (loggers == json::array({"csv"})) {
+    value = "true";
+  } else if (loggers.size() == 1) {
+    value = loggers[0].get<std::string>();
+  } else {
+    for (const auto& l : loggers) value += (value.empty() ? "[" : ", ") + l.get<std::string>();
+    value += "]";
+  }
+  d.set("trainer_logger", value);
+  d.set("logger_csv", has("csv"));
+  d.set("logger_tensorboard", has("tensorboard"));
+  d.set("any_logger", !loggers.empty());
+  d.set("several_loggers", loggers.size() > 1);
+  const std::string profiler = o["profiler"];
+  d.set("profiler_on", profiler != "none");
+  d.set("profiler_simple", profiler == "simple");
+  d.set("profiler_advanced", profiler == "advanced");
+  d.set("profiler_pytorch", profiler == "pytorch");
+  d.set("logs_section", !loggers.empty() || profiler != "none");
+  // The profiler writes into the first logger's folder, or where the program runs when there is no logger.
+  d.set("profile_dir", std::string(loggers.empty() ? "" : "lightning_logs/version_0/"));
+}
+
 mu::data context(const json& o, const json& meta, const std::string& command) {
   mu::data d;
   for (const auto& [key, value] : o.items()) d.set(key, show(value));
@@ -74,7 +106,7 @@ mu::data context(const json& o, const json& meta, const std::string& command) {
   d.set("trainer_accelerator", o["accelerator"].get<std::string>());
   d.set("trainer_devices", dist == "off" ? std::string("1") : std::to_string(nproc));
   d.set("trainer_strategy", xla ? "xla" : dist == "launch" ? "ddp" : dist == "spawn" ? "ddp_spawn" : "auto");
-  d.set("trainer_logger", std::string(o["logger"] == "csv" ? "true" : "false"));
+  set_observability(d, o);
   d.set("monitor", std::string(o["save_best"] == true ? "val_loss" : ""));
   d.set("dist_off", dist == "off");
   d.set("dist_launch", dist == "launch");
@@ -133,6 +165,19 @@ std::string render_text(const std::string& path, const std::string& text, const 
   return out;
 }
 
+// A section that is left out keeps the end of its closing tag's line (kainjow's mustache), so READMEs had runs of
+// empty lines where options were off: Markdown gets one empty line at most between blocks.
+std::string collapse_blank_lines(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  size_t newlines = 0;
+  for (const char c : text) {
+    newlines = c == '\n' ? newlines + 1 : 0;
+    if (newlines <= 2) out += c;
+  }
+  return out;
+}
+
 bool wanted(const std::string& rel, const json& o, const json& meta) {
   if (rel == "template.json") return false;
   for (const auto& excluded : meta.value("exclude", json::array())) {
@@ -176,11 +221,54 @@ Project render(const json& options) {
                                rel.compare(rel.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0;
       if (is_template) rel.resize(rel.size() - kSuffix.size());
       if (!wanted(rel, o, meta)) continue;
-      project.files[rel] = is_template ? render_text(path, file_text(f), d) : file_text(f);
+      std::string text = is_template ? render_text(path, file_text(f), d) : file_text(f);
+      if (is_template && rel.size() > 3 && rel.compare(rel.size() - 3, 3, ".md") == 0)
+        text = collapse_blank_lines(text);
+      project.files[rel] = std::move(text);
     }
   }
   return project;
 }
+
+namespace {
+
+/// The cells after training that open what the loggers and the profiler wrote: TensorBoard inside the notebook, the
+/// profile's table, the trace to download.
+template <typename Markdown, typename Code>
+void add_log_cells(json& cells, const json& o, const std::string& name, const Markdown& markdown, const Code& code) {
+  const json& loggers = o["logger"];
+  const std::string profiler = o["profiler"];
+  const std::string dir = "/content/" + name;
+  int section = 5;
+  if (std::find(loggers.begin(), loggers.end(), "tensorboard") != loggers.end()) {
+    cells.push_back(markdown("## " + std::to_string(section++) +
+                             ". TensorBoard\n\nThe curves and hyperparameters of every run, from the event files in "
+                             "`lightning_logs/version_N` (Colab has TensorBoard)."));
+    cells.push_back(code("%load_ext tensorboard\n%tensorboard --logdir " + dir + "/lightning_logs"));
+  }
+  if (profiler == "none") return;
+  const std::string file = profiler == "pytorch" ? "fit-trace.json" : "fit-profile.txt";
+  // The profile is in the latest run's folder (the first logger's), or in the project folder without a logger.
+  const std::string find = loggers.empty()
+                               ? "import os\npath = '" + dir + "/" + file + "'\n"
+                               : "import glob, os\nruns = sorted(glob.glob('" + dir +
+                                     "/lightning_logs/version_*'), key=lambda d: int(d.rsplit('_', 1)[1]))\n"
+                                     "path = os.path.join(runs[-1], '" +
+                                     file + "')\n";
+  if (profiler == "pytorch") {
+    cells.push_back(markdown("## " + std::to_string(section) +
+                             ". The trace\n\nLibTorch's profiler wrote a Chrome trace of the recorded steps: "
+                             "download it and open it at https://ui.perfetto.dev (Open trace file)."));
+    cells.push_back(code(find + "print(path, os.path.getsize(path), 'bytes')\nfrom google.colab import files\n"
+                                "files.download(path)"));
+  } else {
+    cells.push_back(markdown("## " + std::to_string(section) + ". The profile\n\nThe " + profiler +
+                             " profiler's table of every action, as written at the end of fit."));
+    cells.push_back(code(find + "print(open(path).read())"));
+  }
+}
+
+}  // namespace
 
 std::string notebook(const Project& project, const json& options) {
   const Validation v = validate(options);
@@ -265,6 +353,7 @@ std::string notebook(const Project& project, const json& options) {
                                 : dist == "launch" ? "`volt launch` starts " + std::to_string(nproc) + " processes."
                                                    : "One process.")));
   cells.push_back(code(run));
+  add_log_cells(cells, o, name, markdown, code);
 
   json metadata = {{"kernelspec", {{"name", "python3"}, {"display_name", "Python 3"}, {"language", "python"}}},
                    {"language_info", {{"name", "python"}}},

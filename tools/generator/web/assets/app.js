@@ -103,7 +103,14 @@
   function fieldInput(spec) {
     const id = 'opt-' + spec.key;
     let input;
-    if (spec.type === 'enum') {
+    if (spec.type === 'list') {
+      // Several of the choices at once: a box each; none ticked is "none".
+      input = el('div', { id, class: 'choices', role: 'group', 'aria-labelledby': 'label-' + spec.key });
+      for (const c of spec.choices) {
+        const box = el('input', { id: id + '-' + c, name: spec.key, type: 'checkbox', value: c });
+        input.append(el('label', { class: 'choice', for: box.id }, box, ' ' + c));
+      }
+    } else if (spec.type === 'enum') {
       input = el('select', { id, name: spec.key });
       for (const c of spec.choices) input.append(el('option', { value: c, text: c }));
     } else if (spec.type === 'bool') {
@@ -115,11 +122,16 @@
       input = el('input', { id, name: spec.key, type: 'text', spellcheck: 'false' });
     }
     const read = () => {
+      if (spec.type === 'list') {
+        const names = [...input.querySelectorAll('input:checked')].map((b) => b.value);
+        return names.length ? names.join(',') : 'none';
+      }
       if (spec.type === 'bool') return input.checked;
       if (spec.type === 'enum' || spec.type === 'string') return input.value;
       return parseValue(spec.key, input.value);
     };
-    input.addEventListener(spec.type === 'enum' || spec.type === 'bool' ? 'change' : 'input', () => {
+    const onChange = spec.type === 'enum' || spec.type === 'bool' || spec.type === 'list';
+    input.addEventListener(onChange ? 'change' : 'input', () => {
       choices[spec.key] = read();
       scheduleRefresh(spec.key);
     });
@@ -144,7 +156,9 @@
       const panel = el('div', { class: 'panel', role: 'tabpanel', id: 'panel-' + g, 'aria-labelledby': 'tab-' + g });
       for (const spec of schema.filter((s) => s.group === g && s.key !== 'template')) {
         const input = fieldInput(spec);
-        const label = el('label', { for: input.id, text: spec.label });
+        // A group of boxes is named by its label's id; a single field by the label's `for`.
+        const label = spec.type === 'list' ? el('span', { class: 'label', id: 'label-' + spec.key, text: spec.label })
+                                           : el('label', { for: input.id, text: spec.label });
         const row = el('div', { class: 'field', 'data-key': spec.key });
         if (spec.type === 'bool') row.append(label, el('div', {}, input)); else row.append(label, input);
         row.append(el('div', { class: 'help', text: spec.help + ' (' + spec.flag + ')' }),
@@ -175,26 +189,51 @@
     for (const r of document.querySelectorAll('#templates input')) r.checked = r.value === options.template;
     for (const row of document.querySelectorAll('.field')) {
       const key = row.dataset.key;
-      const input = row.querySelector('input, select');
       const error = problems[key];
-      // A value the generator rejected stays as typed, so that it can be corrected.
-      if (!error && key in options && document.activeElement !== input) {
-        if (input.type === 'checkbox') input.checked = !!options[key]; else input.value = String(options[key]);
-      } else if (error && key in choices && document.activeElement !== input && input.type !== 'checkbox') {
-        input.value = String(choices[key]);
+      if (specs[key] && specs[key].type === 'list') {
+        showList(row, key, options, error, key in forced);
+      } else {
+        showField(row, key, options, error, key in forced);
       }
-      input.disabled = key in forced;
       const hint = row.querySelector('.hint');
       hint.hidden = !(key in forced);
       hint.textContent = forced[key] || '';
       const err = row.querySelector('.error');
       err.hidden = !error;
       err.textContent = error ? error.join('; ') : '';
-      if (error) input.setAttribute('aria-invalid', 'true'); else input.removeAttribute('aria-invalid');
       let hidden = kDistributedOnly.includes(key) && options.distributed === 'off' && !error;
       if (kBackendOnly[key] && options.backend !== kBackendOnly[key] && !error) hidden = true;
       row.hidden = hidden;
     }
+    showRest(answer, body);
+  }
+
+  // One field: the generator's value; a value the generator rejected stays as typed, so that it can be corrected.
+  function showField(row, key, options, error, isForced) {
+    const input = row.querySelector('input, select');
+    if (!error && key in options && document.activeElement !== input) {
+      if (input.type === 'checkbox') input.checked = !!options[key]; else input.value = String(options[key]);
+    } else if (error && key in choices && document.activeElement !== input && input.type !== 'checkbox') {
+      input.value = String(choices[key]);
+    }
+    input.disabled = isForced;
+    if (error) input.setAttribute('aria-invalid', 'true'); else input.removeAttribute('aria-invalid');
+  }
+
+  // A group of boxes: ticked as the generator's list says; after an error, as the user chose (text "a,b").
+  function showList(row, key, options, error, isForced) {
+    const group = row.querySelector('.choices');
+    let names = null;
+    if (!error && Array.isArray(options[key])) names = options[key];
+    else if (error && typeof choices[key] === 'string') names = choices[key].split(',').map((n) => n.trim());
+    for (const box of group.querySelectorAll('input')) {
+      if (names) box.checked = names.includes(box.value);
+      box.disabled = isForced;
+    }
+    if (error) group.setAttribute('aria-invalid', 'true'); else group.removeAttribute('aria-invalid');
+  }
+
+  function showRest(answer, body) {
     // Problems that belong to no field of the form (an unknown key from a hand-edited link, the template).
     const fieldKeys = new Set([...document.querySelectorAll('.field')].map((r) => r.dataset.key));
     const loose = (body.problems || []).filter((p) => !fieldKeys.has(p.option)).map((p) => p.option + ': ' + p.message);

@@ -33,9 +33,10 @@ class GeneratorError : public std::runtime_error {
 /// The generator's version, recorded in every generated project.
 std::string version();
 
-/// Array of {key, label, group ("Project"|"Training"|"Handlers"|"Loggers"), type ("enum"|"int"|"number"|"bool"|
-/// "string"), choices?, default, min?, max?, help, flag ("--nproc-per-node")}: drives the web form and
-/// `volt new --help`.
+/// Array of {key, label, group ("Project"|"Training"|"Handlers"|"Loggers"), type ("enum"|"list"|"int"|"number"|
+/// "bool"|"string"), choices?, default, min?, max?, help, flag ("--nproc-per-node")}: drives the web form and
+/// `volt new --help`. A "list" (logger) takes several of its choices: validated, it is a JSON array of names in the
+/// order given (empty: none); as text, "csv,tensorboard" or "none".
 nlohmann::json option_schema();
 
 /// Array of {id, title, description}, one per template.
