@@ -80,14 +80,21 @@ std::string hex(const Color& c) {
 std::vector<double> nice_ticks(double lo, double hi, int target, bool integers) {
   if (!(hi > lo) || !std::isfinite(lo) || !std::isfinite(hi)) return {lo};
   const double raw = (hi - lo) / std::max(1, target);
-  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  const int exponent = static_cast<int>(std::floor(std::log10(raw)));
+  const double mag = std::pow(10.0, exponent);
   const double norm = raw / mag;
-  double step = (norm < 1.5 ? 1.0 : norm < 3.0 ? 2.0 : norm < 7.0 ? 5.0 : 10.0) * mag;
-  if (integers) step = std::max(1.0, std::round(step));
+  double unit = norm < 1.5 ? 1.0 : norm < 3.0 ? 2.0 : norm < 7.0 ? 5.0 : 10.0;
+  double step = unit * mag;
+  // k * unit / 10^-e is the correctly rounded decimal (0.3, not 3 * 0.1 = 0.30000000000000004).
+  double divisor = exponent < 0 ? std::pow(10.0, -exponent) : 1.0;
+  double factor = exponent < 0 ? 1.0 : mag;
+  if (integers && step < 1.0) {
+    step = unit = factor = divisor = 1.0;
+  }
   std::vector<double> ticks;
   const double first = std::ceil(lo / step - 1e-9);
   for (double k = first; ticks.size() < 100; k += 1.0) {
-    double v = k * step;
+    double v = k * unit * factor / divisor;
     if (v > hi + step * 1e-9) break;
     if (std::fabs(v) < step * 1e-9) v = 0.0;
     ticks.push_back(v);
