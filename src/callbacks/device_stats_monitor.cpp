@@ -93,7 +93,9 @@ std::map<std::string, double> DeviceStatsMonitor::cuda_memory_stats(int device_i
 #ifdef VOLT_WITH_CUDA
   namespace alloc = c10::cuda::CUDACachingAllocator;
   const auto stats = alloc::getDeviceStats(static_cast<c10::DeviceIndex>(device_index));
-  const auto all = static_cast<size_t>(alloc::StatType::AGGREGATE);
+  // StatType::AGGREGATE (all pools) is index 0 in 1.13 and 2.x alike; the enum itself moved
+  // namespaces (c10::CachingAllocator) in 2.x, the index did not.
+  constexpr size_t all = 0;
   return {{"cuda_memory_allocated_mb", static_cast<double>(stats.allocated_bytes[all].current) / kMiB},
           {"cuda_memory_reserved_mb", static_cast<double>(stats.reserved_bytes[all].current) / kMiB},
           {"cuda_max_memory_allocated_mb", static_cast<double>(stats.allocated_bytes[all].peak) / kMiB},
