@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """volt plot's SVG end to end: two runs' metrics.csv drawn as SVG, parsed as XML, rendered by
 Debian's headless Chromium, and the screenshot decoded (zlib, no imaging library) to check that
-each run's colour is on screen. Exit 0 passes, 1 fails, 77 skips (no Chromium)."""
+each run's colour is on screen; the same runs as PNG through the command, its size and colours
+checked and no temporary file left. Exit 0 passes, 1 fails, 77 skips (no Chromium)."""
 import argparse
 import os
 import shutil
@@ -85,6 +86,21 @@ def main():
     write_run(runs[1], 2.0, 150)
     svg = os.path.join(args.workdir, "curves.svg")
     subprocess.run([args.volt, "plot", *runs, "--out", svg], check=True)
+    # The same runs as PNG through the command: its size as printed, its colours, no temporary left.
+    png = os.path.join(args.workdir, "curves.png")
+    out = subprocess.run([args.volt, "plot", *runs, "--out", png], check=True, stdout=subprocess.PIPE).stdout.decode()
+    pw, ph, prow = read_png(png)
+    if f"({pw}x{ph} PNG" not in out:
+        print(f"FAIL: the PNG is {pw}x{ph} but volt plot said: {out}")
+        return 1
+    for c in RUN_COLOURS:
+        if not any(px == c for row in prow for px in row):
+            print(f"FAIL: the PNG has no pixel of run colour {c}")
+            return 1
+    left = sorted(f for f in os.listdir(args.workdir) if ".tmp." in f)
+    if left:
+        print(f"FAIL: temporary files left next to the output: {left}")
+        return 1
 
     root = ET.parse(svg).getroot()
     ns = "{http://www.w3.org/2000/svg}"
