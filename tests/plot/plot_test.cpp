@@ -236,6 +236,18 @@ TEST(PlotPng, NanAndInfValuesLeaveGapsWithoutBreakingTheDrawing) {
   EXPECT_GT(d.count(vp::run_color(0)), 100u);
 }
 
+TEST(PlotPng, ValuesNearTheLargestDoublesStayOnTheCanvas) {
+  const vp::Figure fig = vp::layout({csv("step,loss\n0,1e308\n1,-1e308\n2,1.7e308\n")}, {});
+  for (const auto& shape : fig.shapes) {
+    if (const auto* p = std::get_if<vp::Polyline>(&shape)) {
+      for (const auto& [x, y] : p->points) {
+        EXPECT_TRUE(x >= 0 && x <= fig.width && y >= 0 && y <= fig.height) << x << "," << y;
+      }
+    }
+  }
+  EXPECT_GT(decode_png(vp::encode_png(vp::rasterize(fig))).count(vp::run_color(0)), 100u);
+}
+
 TEST(PlotPng, RunWithOnePointDrawsAMarker) {
   const std::vector<vp::Run> runs{csv(training_csv(1.0), "long"), csv("step,train_loss\n42,0.7\n", "single")};
   const vp::Figure fig = vp::layout(runs, {{"train_loss"}, "", 0, 0});

@@ -63,8 +63,10 @@ Range widened(Range r, double pad_fraction) {
     const double d = r.lo == 0 ? 1.0 : std::fabs(r.lo) * 0.1;
     return {r.lo - d, r.hi + d};
   }
-  const double pad = (r.hi - r.lo) * pad_fraction;
-  return {r.lo - pad, r.hi + pad};
+  // Halves keep the width finite for values near the largest doubles.
+  const double pad = (r.hi / 2 - r.lo / 2) * 2 * pad_fraction;
+  const double max = std::numeric_limits<double>::max();
+  return {std::max(-max, r.lo - pad), std::min(max, r.hi + pad)};
 }
 
 }  // namespace
@@ -79,7 +81,7 @@ std::string hex(const Color& c) {
 
 std::vector<double> nice_ticks(double lo, double hi, int target, bool integers) {
   if (!(hi > lo) || !std::isfinite(lo) || !std::isfinite(hi)) return {lo};
-  const double raw = (hi - lo) / std::max(1, target);
+  const double raw = hi / std::max(1, target) - lo / std::max(1, target);
   const int exponent = static_cast<int>(std::floor(std::log10(raw)));
   const double mag = std::pow(10.0, exponent);
   const double norm = raw / mag;
@@ -279,8 +281,10 @@ Figure layout(const std::vector<Run>& runs, const FigureOptions& options) {
     const double top = py + 8 + kLabelHeight + 8;
     const double bottom = py + panel_h - (6 + kLabelHeight + 6 + kLabelHeight + 10);
     const double inset = 6;  // keeps end points and markers off the frame
-    auto X = [&](double v) { return left + inset + (v - xr.lo) / (xr.hi - xr.lo) * (right - left - 2 * inset); };
-    auto Y = [&](double v) { return bottom - (v - yr.lo) / (yr.hi - yr.lo) * (bottom - top); };
+    // (v - lo) / (hi - lo) in halves: finite for every finite v, lo and hi.
+    auto frac = [](double v, const Range& r) { return (v / 2 - r.lo / 2) / (r.hi / 2 - r.lo / 2); };
+    auto X = [&](double v) { return left + inset + frac(v, xr) * (right - left - 2 * inset); };
+    auto Y = [&](double v) { return bottom - frac(v, yr) * (bottom - top); };
 
     out.emplace_back(Text{(left + right) / 2, py + 8, fit(metric, panel_w - 20, kLabelScale), kLabelScale, kInk,
                           Anchor::kMiddle});
