@@ -2,12 +2,12 @@
 // its keys in a real run's metrics.csv with plausible values.
 #include "volt/callbacks/device_stats_monitor.h"
 
+#include <chrono>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <sstream>
 #include <string>
-#include <chrono>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -134,7 +134,9 @@ TEST(DeviceStatsMonitor, FitWithoutLoggersIsAConfigError) {
 }
 
 #ifndef VOLT_WITH_CUDA
-TEST(DeviceStatsMonitor, NoCudaNumbersInABuildWithoutCuda) { EXPECT_TRUE(DeviceStatsMonitor::cuda_memory_stats(0).empty()); }
+TEST(DeviceStatsMonitor, NoCudaNumbersInABuildWithoutCuda) {
+  EXPECT_TRUE(DeviceStatsMonitor::cuda_memory_stats(0).empty());
+}
 #endif
 
 TEST(DeviceStatsMonitor, KeysReachMetricsCsvWithPlausibleValues) {

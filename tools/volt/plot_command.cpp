@@ -45,7 +45,9 @@ constexpr const char* kPlotUsage =
 constexpr int64_t kMinSize = 200;
 constexpr int64_t kMaxSize = 10000;
 
-std::string in_quotes(const std::string& s) { return "'" + volt::printable(s) + "'"; }
+std::string in_quotes(const std::string& s) {
+  return "'" + volt::printable(s) + "'";
+}
 
 std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -67,7 +69,8 @@ std::vector<std::string> split_metrics(const std::string& list) {
                               "--metrics train_loss,val_loss.");
     }
     for (const auto& seen : out) {
-      if (seen == name) throw volt::ConfigError("--metrics " + in_quotes(list) + " names " + in_quotes(name) + " twice.");
+      if (seen == name)
+        throw volt::ConfigError("--metrics " + in_quotes(list) + " names " + in_quotes(name) + " twice.");
     }
     out.push_back(name);
     if (comma == std::string::npos) break;
@@ -100,8 +103,8 @@ std::string check_output(const std::string& out) {
                             volt::input_file_problem(dir.string()) + ". Create the folder first, or write elsewhere.");
   }
   if (!S_ISDIR(st.st_mode)) {
-    throw volt::ConfigError("--out " + in_quotes(out) + ": " + in_quotes(dir.string()) + " is " + volt::stat_kind_text(st) +
-                            ", not a folder.");
+    throw volt::ConfigError("--out " + in_quotes(out) + ": " + in_quotes(dir.string()) + " is " +
+                            volt::stat_kind_text(st) + ", not a folder.");
   }
   if (::access(dir.c_str(), W_OK) != 0) {
     throw volt::ConfigError("--out " + in_quotes(out) + ": the folder " + in_quotes(dir.string()) +
@@ -220,8 +223,8 @@ int cmd_plot(int argc, char** argv) {
                 << " metrics)\n";
     }
     const volt::plot::Figure figure = volt::plot::layout(runs, options);
-    const std::string bytes = format == "png" ? volt::plot::encode_png(volt::plot::rasterize(figure))
-                                              : volt::plot::render_svg(figure);
+    const std::string bytes =
+        format == "png" ? volt::plot::encode_png(volt::plot::rasterize(figure)) : volt::plot::render_svg(figure);
     write_atomically(out, bytes);
     std::string panels;
     for (const auto& m : figure.metrics) panels += (panels.empty() ? "" : ", ") + volt::printable(m);

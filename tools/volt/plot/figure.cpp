@@ -35,7 +35,9 @@ constexpr int kLabelCap = kCapHeight * kLabelScale;  // digits and capitals
 constexpr double kLineWidth = 2.0;
 constexpr double kMarkerRadius = 4.0;
 
-std::string in_quotes(const std::string& s) { return "'" + printable(s) + "'"; }
+std::string in_quotes(const std::string& s) {
+  return "'" + printable(s) + "'";
+}
 
 // Keeps the end of a label (a run's version folder says most) when it is wider than `max_px`.
 std::string fit(const std::string& s, int max_px, int scale) {
@@ -44,7 +46,9 @@ std::string fit(const std::string& s, int max_px, int scale) {
   return "..." + s.substr(s.size() - static_cast<size_t>(max_chars - 3));
 }
 
-bool is_hidden_by_default(const std::string& metric) { return metric == "step" || metric == "epoch"; }
+bool is_hidden_by_default(const std::string& metric) {
+  return metric == "step" || metric == "epoch";
+}
 
 struct Range {
   double lo = std::numeric_limits<double>::infinity();
@@ -71,7 +75,9 @@ Range widened(Range r, double pad_fraction) {
 
 }  // namespace
 
-Color run_color(size_t n) { return kPalette[n % (sizeof(kPalette) / sizeof(kPalette[0]))]; }
+Color run_color(size_t n) {
+  return kPalette[n % (sizeof(kPalette) / sizeof(kPalette[0]))];
+}
 
 std::string hex(const Color& c) {
   char buf[8];
@@ -158,8 +164,8 @@ std::vector<std::string> select_metrics(const std::vector<Run>& runs, const std:
   }
   for (const auto& m : requested) {
     if (std::find(all.begin(), all.end(), m) == all.end()) {
-      throw ConfigError("--metrics names " + in_quotes(m) + ", which " + where + " did not log. Metrics there: " +
-                        listing() + ".");
+      throw ConfigError("--metrics names " + in_quotes(m) + ", which " + where +
+                        " did not log. Metrics there: " + listing() + ".");
     }
     if (!with_values.count(m)) {
       throw ConfigError("--metrics names " + in_quotes(m) + ", which has no finite value in " + where +
@@ -193,8 +199,8 @@ Figure layout(const std::vector<Run>& runs, const FigureOptions& options) {
     bool line;
   };
   std::vector<Entry> entries;
-  for (size_t r = 0; r < runs.size(); ++r) entries.push_back({fit(runs[r].label, legend_room - 60, kLabelScale),
-                                                              run_color(r), true});
+  for (size_t r = 0; r < runs.size(); ++r)
+    entries.push_back({fit(runs[r].label, legend_room - 60, kLabelScale), run_color(r), true});
   if (any_validation) entries.push_back({"validation", kAxis, false});
   constexpr int kSwatch = 28, kGap = 8, kSpacing = 28;
   auto entry_width = [&](const Entry& e) { return kSwatch + kGap + text_width(e.label, kLabelScale); };
@@ -221,7 +227,8 @@ Figure layout(const std::vector<Run>& runs, const FigureOptions& options) {
     throw ConfigError("a " + std::to_string(width) + "x" + std::to_string(height) + " image is too small for " +
                       std::to_string(n) + " panel" + (n == 1 ? "" : "s") + " (" + std::to_string(cols) + " by " +
                       std::to_string(rows) + ", each at least " + std::to_string(kMinPanelWidth) + "x" +
-                      std::to_string(kMinPanelHeight) + " pixels). Give a larger --width/--height, or fewer "
+                      std::to_string(kMinPanelHeight) +
+                      " pixels). Give a larger --width/--height, or fewer "
                       "--metrics.");
   }
   fig.width = width;
@@ -231,13 +238,15 @@ Figure layout(const std::vector<Run>& runs, const FigureOptions& options) {
 
   // Title and legend.
   std::string title = options.title;
-  if (title.empty()) title = runs.size() == 1 ? "Training curves: " + runs[0].label
-                                              : "Training curves: " + std::to_string(runs.size()) + " runs";
-  out.emplace_back(Text{width / 2.0, double(title_y), fit(title, width - 2 * kMargin, kTitleScale), kTitleScale,
-                        kInk, Anchor::kMiddle});
+  if (title.empty())
+    title = runs.size() == 1 ? "Training curves: " + runs[0].label
+                             : "Training curves: " + std::to_string(runs.size()) + " runs";
+  out.emplace_back(Text{width / 2.0, double(title_y), fit(title, width - 2 * kMargin, kTitleScale), kTitleScale, kInk,
+                        Anchor::kMiddle});
   for (size_t l = 0; l < legend_lines.size(); ++l) {
     int total = 0;
-    for (size_t k = 0; k < legend_lines[l].size(); ++k) total += (k ? kSpacing : 0) + entry_width(entries[legend_lines[l][k]]);
+    for (size_t k = 0; k < legend_lines[l].size(); ++k)
+      total += (k ? kSpacing : 0) + entry_width(entries[legend_lines[l][k]]);
     double x = (width - total) / 2.0;
     const double y = legend_y + static_cast<double>(l) * line_h;
     const double mid = y + kLabelCap / 2.0;
@@ -286,8 +295,8 @@ Figure layout(const std::vector<Run>& runs, const FigureOptions& options) {
     auto X = [&](double v) { return left + inset + frac(v, xr) * (right - left - 2 * inset); };
     auto Y = [&](double v) { return bottom - frac(v, yr) * (bottom - top); };
 
-    out.emplace_back(Text{(left + right) / 2, py + 8, fit(metric, panel_w - 20, kLabelScale), kLabelScale, kInk,
-                          Anchor::kMiddle});
+    out.emplace_back(
+        Text{(left + right) / 2, py + 8, fit(metric, panel_w - 20, kLabelScale), kLabelScale, kInk, Anchor::kMiddle});
     // Grid, frame, ticks and their numbers.
     for (size_t k = 0; k < xt.size(); ++k) {
       const double x = std::round(X(xt[k]));
@@ -304,8 +313,8 @@ Figure layout(const std::vector<Run>& runs, const FigureOptions& options) {
       out.emplace_back(Text{left - 8, y - kLabelCap / 2.0, yl[k], kLabelScale, kInk, Anchor::kEnd});
     }
     out.emplace_back(Polyline{{{left, top}, {right, top}, {right, bottom}, {left, bottom}, {left, top}}, kAxis, 1});
-    out.emplace_back(Text{(left + right) / 2, bottom + 8 + kLabelHeight + 6, "step", kLabelScale, kAxis,
-                          Anchor::kMiddle});
+    out.emplace_back(
+        Text{(left + right) / 2, bottom + 8 + kLabelHeight + 6, "step", kLabelScale, kAxis, Anchor::kMiddle});
 
     // Curves: a polyline per run of consecutive finite values (non-finite ones leave a gap), a
     // marker at every validation point and at any point that stands alone.

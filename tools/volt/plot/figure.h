@@ -51,7 +51,7 @@ using Shape = std::variant<Rect, Polyline, Marker, Text>;
 
 struct Figure {
   int width = 0, height = 0;
-  std::vector<Shape> shapes;  ///< drawn in order
+  std::vector<Shape> shapes;         ///< drawn in order
   std::vector<std::string> metrics;  ///< one panel each, in order
 };
 

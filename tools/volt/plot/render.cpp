@@ -16,7 +16,9 @@
 namespace volt::plot {
 namespace {
 
-int to_px(double v) { return static_cast<int>(std::lround(v)); }
+int to_px(double v) {
+  return static_cast<int>(std::lround(v));
+}
 
 void fill_rect(Canvas& c, const Rect& r) {
   const int x0 = std::max(0, to_px(r.x)), y0 = std::max(0, to_px(r.y));
@@ -129,12 +131,23 @@ std::string xml_text(const std::string& s) {
   std::string out;
   for (char c : p) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -197,7 +210,8 @@ std::string encode_png(const Canvas& canvas) {
   std::string out;
   PngSink sink{&out};
   char error[128] = {};
-  if (!write_png(canvas, rows.data(), &sink, error, sizeof(error))) throw Error(std::string("volt plot: ") + error + ".");
+  if (!write_png(canvas, rows.data(), &sink, error, sizeof(error)))
+    throw Error(std::string("volt plot: ") + error + ".");
   return out;
 }
 
@@ -224,9 +238,9 @@ std::string render_svg(const Figure& figure) {
       // A monospace face at 10 px per scale unit advances about 6 px per character and has
       // capitals about 7 px tall: the bitmap font's metrics, so the layout holds.
       const char* anchor = t->anchor == Anchor::kStart ? "start" : t->anchor == Anchor::kMiddle ? "middle" : "end";
-      s << "<text x=\"" << num(t->x) << "\" y=\"" << num(t->y + kCapHeight * t->scale) << "\" font-family=\"monospace\" font-size=\""
-        << 10 * t->scale << "\" text-anchor=\"" << anchor << "\" fill=\"" << hex(t->color) << "\">" << xml_text(t->text)
-        << "</text>\n";
+      s << "<text x=\"" << num(t->x) << "\" y=\"" << num(t->y + kCapHeight * t->scale)
+        << "\" font-family=\"monospace\" font-size=\"" << 10 * t->scale << "\" text-anchor=\"" << anchor << "\" fill=\""
+        << hex(t->color) << "\">" << xml_text(t->text) << "</text>\n";
     }
   }
   s << "</svg>\n";

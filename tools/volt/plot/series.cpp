@@ -22,7 +22,9 @@ namespace {
 // A training log of a few million rows is tens of MB; more is not a metrics.csv.
 constexpr std::size_t kMaxCsvBytes = std::size_t{1} << 30;
 
-std::string in_quotes(const std::string& s) { return "'" + printable(s) + "'"; }
+std::string in_quotes(const std::string& s) {
+  return "'" + printable(s) + "'";
+}
 
 bool is_validation_metric(const std::string& name) {
   return name.rfind("val_", 0) == 0 || name.rfind("val/", 0) == 0 || name.rfind("validation", 0) == 0;
@@ -114,7 +116,8 @@ Run parse_metrics_csv(const std::string& text, const std::string& source, const 
   // Skip a UTF-8 byte order mark, which spreadsheet programs write.
   if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) pos = 3;
   if (pos >= text.size()) {
-    throw DataError(where + " is empty; a metrics.csv starts with a header line naming its columns (step, ...). "
+    throw DataError(where +
+                    " is empty; a metrics.csv starts with a header line naming its columns (step, ...). "
                     "Give the folder of a run that has logged metrics.");
   }
   const std::vector<std::string> header = next_record(text, pos, line, unterminated);
@@ -191,7 +194,8 @@ std::vector<std::string> metrics_files_of(const std::string& run_dir) {
   }
   if (fs::is_regular_file(st)) {
     if (fs::path(run_dir).extension() == ".csv") return {run_dir};
-    throw ConfigError("RUN_DIR " + in_quotes(run_dir) + " is a file, not a run's folder or a .csv file. Give the folder "
+    throw ConfigError("RUN_DIR " + in_quotes(run_dir) +
+                      " is a file, not a run's folder or a .csv file. Give the folder "
                       "that holds metrics.csv.");
   }
   if (!fs::is_directory(st)) {
@@ -232,7 +236,8 @@ std::vector<std::string> metrics_files_of(const std::string& run_dir) {
     return a.size() - i < b.size() - j;
   });
   if (found.empty()) {
-    throw ConfigError("RUN_DIR " + in_quotes(run_dir) + " holds no metrics.csv (nor do the folders up to two levels "
+    throw ConfigError("RUN_DIR " + in_quotes(run_dir) +
+                      " holds no metrics.csv (nor do the folders up to two levels "
                       "below it). Give a run's folder, e.g. out/fashion_mnist/lightning_logs/version_0, of a run "
                       "trained with the CSV logger.");
   }
@@ -245,9 +250,8 @@ std::vector<Run> load_runs(const std::vector<std::string>& run_dirs) {
   for (const std::string& dir : run_dirs) {
     const std::vector<std::string> files = metrics_files_of(dir);
     for (const std::string& file : files) {
-      std::string label = files.size() == 1 && fs::path(dir).extension() != ".csv"
-                              ? dir
-                              : fs::path(file).parent_path().string();
+      std::string label =
+          files.size() == 1 && fs::path(dir).extension() != ".csv" ? dir : fs::path(file).parent_path().string();
       while (label.size() > 1 && label.back() == '/') label.pop_back();
       if (label.empty()) label = ".";
       std::string text;

@@ -27,9 +27,9 @@ struct Series {
 
 /// Everything read from one run.
 struct Run {
-  std::string label;   ///< shown in the legend
-  std::string source;  ///< the file the values came from
-  int64_t rows = 0;    ///< records read
+  std::string label;           ///< shown in the legend
+  std::string source;          ///< the file the values came from
+  int64_t rows = 0;            ///< records read
   std::vector<Series> series;  ///< one per metric column except step (file's column order)
 };
 
