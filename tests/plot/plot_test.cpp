@@ -124,6 +124,14 @@ TEST(PlotSeries, RaggedRowIsADataErrorNamingFileAndLine) {
   }
 }
 
+TEST(PlotSeries, UnfinishedLastLineOfARunStillTrainingIsLeftOut) {
+  const vp::Run run = csv("step,loss,acc\n0,1,2\n1,0.5");
+  EXPECT_EQ(run.rows, 1);
+  EXPECT_EQ(run.series[0].points.size(), 1u);
+  // A finished line without a line break is a row.
+  EXPECT_EQ(csv("step,loss,acc\n0,1,2\n1,0.5,3").rows, 2);
+}
+
 TEST(PlotSeries, CellThatIsNotANumberIsRefusedWithItsColumn) {
   try {
     csv("step,loss\n0,abc\n");

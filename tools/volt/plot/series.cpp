@@ -154,6 +154,8 @@ Run parse_metrics_csv(const std::string& text, const std::string& source, const 
     const std::vector<std::string> cells = next_record(text, pos, line, unterminated);
     if (unterminated) throw DataError(where + " line " + std::to_string(record_line) + ": unterminated quoted field.");
     if (cells.size() == 1 && cells[0].empty()) continue;  // a blank line
+    // A run still training: the logger may be appending the last line right now.
+    if (pos >= text.size() && text.back() != '\n' && cells.size() < header.size()) break;
     if (cells.size() != header.size()) {
       throw DataError(where + " line " + std::to_string(record_line) + " has " + std::to_string(cells.size()) +
                       " fields but the header has " + std::to_string(header.size()) +
