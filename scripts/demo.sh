@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets Volt up (scripts/setup.sh), then trains the Fashion-MNIST example and says where
-# its metrics and checkpoints are, and how to plot them. Extra arguments go to the example, LightningCLI-style:
+# its metrics and checkpoints are, and how to plot them. Extra arguments go to the
+# example, LightningCLI-style:
 #   bash scripts/demo.sh --trainer.max_epochs 1
 set -euo pipefail
 
