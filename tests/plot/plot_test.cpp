@@ -213,6 +213,20 @@ TEST(PlotPng, TooSmallForItsPanelsIsAConfigError) {
   EXPECT_THROW(vp::layout({csv(training_csv(1.0))}, tiny), volt::ConfigError);
 }
 
+TEST(PlotPng, SoManyPanelsThatTheImageWouldExceedTenThousandPixelsIsAConfigError) {
+  std::string header = "step", row = "0";
+  for (int i = 0; i < 120; ++i) {
+    header += ",m" + std::to_string(i);
+    row += ",1";
+  }
+  try {
+    vp::layout({csv(header + "\n" + row + "\n")}, {});
+    FAIL() << "120 panels were laid out";
+  } catch (const volt::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("120 panels make a"), std::string::npos) << e.what();
+  }
+}
+
 TEST(PlotPng, EveryRunsColourIsInThePixels) {
   const std::vector<vp::Run> runs{csv(training_csv(1.0), "a"), csv(training_csv(2.0), "b"),
                                   csv(training_csv(0.5), "c")};

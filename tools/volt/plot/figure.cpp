@@ -28,6 +28,7 @@ constexpr int kPanelWidth = 540;
 constexpr int kPanelHeight = 330;
 constexpr int kMinPanelWidth = 200;
 constexpr int kMinPanelHeight = 150;
+constexpr int kMaxImageSide = 10000;
 constexpr int kTitleScale = 3;
 constexpr int kLabelScale = 2;
 constexpr int kLabelHeight = kGlyphHeight * kLabelScale;
@@ -221,6 +222,11 @@ Figure layout(const std::vector<Run>& runs, const FigureOptions& options) {
   const int header = legend_y + static_cast<int>(legend_lines.size()) * line_h + 6;
 
   const int height = options.height > 0 ? options.height : header + rows * kPanelHeight + kMargin;
+  if (height > kMaxImageSide || width > kMaxImageSide) {
+    throw ConfigError(std::to_string(n) + " panels make a " + std::to_string(width) + "x" + std::to_string(height) +
+                      " image, more than " + std::to_string(kMaxImageSide) +
+                      " pixels a side. Choose the metrics to draw with --metrics a,b.");
+  }
   const int panel_w = (width - 2 * kMargin) / cols;
   const int panel_h = (height - header - kMargin) / rows;
   if (panel_w < kMinPanelWidth || panel_h < kMinPanelHeight) {
