@@ -220,7 +220,7 @@ int cmd_plot(int argc, char** argv) {
       size_t metrics = 0;
       for (const auto& s : run.series) metrics += s.points.empty() ? 0 : 1;
       std::cout << "volt plot: read " << volt::printable(run.source) << " (" << run.rows << " rows, " << metrics
-                << " metrics)\n";
+                << (metrics == 1 ? " metric)\n" : " metrics)\n");
     }
     const volt::plot::Figure figure = volt::plot::layout(runs, options);
     const std::string bytes =
