@@ -258,6 +258,28 @@ TEST(PlotPng, NanAndInfValuesLeaveGapsWithoutBreakingTheDrawing) {
   EXPECT_GT(d.count(vp::run_color(0)), 100u);
 }
 
+TEST(PlotSvg, ALongRunIsThinnedToAFewPointsPerPixelColumn) {
+  std::string text = "step,loss\n";
+  for (int s = 0; s < 50000; ++s) text += std::to_string(s) + "," + std::to_string((s * 7919) % 1000 / 1000.0) + "\n";
+  const vp::Figure fig = vp::layout({csv(text)}, {});
+  size_t points = 0;
+  double lo = 1e9, hi = -1e9;
+  for (const auto& shape : fig.shapes) {
+    const auto* p = std::get_if<vp::Polyline>(&shape);
+    if (!p || !(p->color == vp::run_color(0)) || p->points.size() < 3) continue;
+    points = p->points.size();
+    for (const auto& [x, y] : p->points) {
+      lo = std::min(lo, y);
+      hi = std::max(hi, y);
+    }
+  }
+  EXPECT_GT(points, 100u);
+  EXPECT_LE(points, 4u * static_cast<size_t>(fig.width));
+  // The extremes survive: the curve still spans the panel's data range (0 to 0.999).
+  EXPECT_GT(hi - lo, 200.0);
+  EXPECT_LT(vp::render_svg(fig).size(), 200000u);
+}
+
 TEST(PlotPng, ValuesNearTheLargestDoublesStayOnTheCanvas) {
   const vp::Figure fig = vp::layout({csv("step,loss\n0,1e308\n1,-1e308\n2,1.7e308\n")}, {});
   for (const auto& shape : fig.shapes) {

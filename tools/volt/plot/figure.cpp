@@ -74,6 +74,28 @@ Range widened(Range r, double pad_fraction) {
   return {std::max(-max, r.lo - pad), std::min(max, r.hi + pad)};
 }
 
+// Consecutive points that fall in one pixel column become its first, lowest, highest and last
+// point: the same pixels, and an SVG of a 200000-step run stays small.
+std::vector<std::pair<double, double>> thin_out(const std::vector<std::pair<double, double>>& points) {
+  std::vector<std::pair<double, double>> out;
+  size_t i = 0;
+  while (i < points.size()) {
+    const double column = std::floor(points[i].first);
+    size_t j = i, lo = i, hi = i;
+    while (j < points.size() && std::floor(points[j].first) == column) {
+      if (points[j].second < points[lo].second) lo = j;
+      if (points[j].second > points[hi].second) hi = j;
+      ++j;
+    }
+    size_t keep[] = {i, std::min(lo, hi), std::max(lo, hi), j - 1};
+    for (size_t k = 0; k < 4; ++k) {
+      if (k == 0 || keep[k] != keep[k - 1]) out.push_back(points[keep[k]]);
+    }
+    i = j;
+  }
+  return out;
+}
+
 }  // namespace
 
 Color run_color(size_t n) {
@@ -332,7 +354,7 @@ Figure layout(const std::vector<Run>& runs, const FigureOptions& options) {
         std::vector<Marker> markers;
         auto flush = [&] {
           if (segment.size() == 1) markers.push_back({segment[0].first, segment[0].second, kMarkerRadius, color});
-          if (segment.size() > 1) out.emplace_back(Polyline{segment, color, kLineWidth});
+          if (segment.size() > 1) out.emplace_back(Polyline{thin_out(segment), color, kLineWidth});
           segment.clear();
         };
         for (const Point& p : s.points) {

@@ -252,8 +252,9 @@ std::vector<Run> load_runs(const std::vector<std::string>& run_dirs) {
   for (const std::string& dir : run_dirs) {
     const std::vector<std::string> files = metrics_files_of(dir);
     for (const std::string& file : files) {
-      std::string label =
-          files.size() == 1 && fs::path(dir).extension() != ".csv" ? dir : fs::path(file).parent_path().string();
+      // The argument as given names a run's folder or a .csv file; runs found below a folder are
+      // named by their own folders.
+      std::string label = files.size() == 1 ? dir : fs::path(file).parent_path().string();
       while (label.size() > 1 && label.back() == '/') label.pop_back();
       if (label.empty()) label = ".";
       std::string text;
