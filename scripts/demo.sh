@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets Volt up (scripts/setup.sh), then trains the Fashion-MNIST example and says where
-# its metrics and checkpoints are. Extra arguments go to the example, LightningCLI-style:
+# its metrics and checkpoints are, and how to plot them. Extra arguments go to the
+# example, LightningCLI-style:
 #   bash scripts/demo.sh --trainer.max_epochs 1
 set -euo pipefail
 
@@ -34,6 +35,8 @@ mapfile -t ckpts < <(find "$out" -name '*.ckpt' -newer "$stamp" -print 2>/dev/nu
 echo
 if [ -n "$metrics" ]; then
   echo "volt demo: metrics:     $metrics"
+  # Its curves as a picture (PNG, or SVG with --out curves.svg): docs/observability.md.
+  echo "volt demo: plot them:   build/tools/volt/volt plot $(dirname "$metrics") --out curves.png"
 else
   echo "volt demo: metrics:     no metrics.csv written under $out"
 fi

@@ -135,7 +135,9 @@ int run(int argc, char** argv) {
         .add_option("data.val_size", int64_t{5000}, "training images held out for validation")
         .add_option("data.num_workers", int64_t{0}, "background threads preparing batches")
         .add_option("early_stopping.patience", int64_t{3}, "validations without val_loss improvement before stopping")
-        .add_option("fit.ckpt_path", std::string(""), "resume from this checkpoint (a path, \"last\" or \"best\")");
+        .add_option("fit.ckpt_path", std::string(""), "resume from this checkpoint (a path, \"last\" or \"best\")")
+        .add_option("callbacks.device_stats", false,
+                    "log CPU use, RSS and page faults every log_every_n_steps (DeviceStatsMonitor)");
     if (!cli.parse(argc, argv)) return 0;
     const auto& options = cli.trainer_options();
 
@@ -154,6 +156,9 @@ int run(int argc, char** argv) {
     if (options.enable_checkpointing) callbacks.push_back(std::make_shared<volt::callbacks::ModelCheckpoint>(ckpt));
     if (options.logger && options.fast_dev_run == 0) {
       callbacks.push_back(std::make_shared<volt::callbacks::LearningRateMonitor>());
+    }
+    if (cli.get_bool("callbacks.device_stats") && options.logger && options.fast_dev_run == 0) {
+      callbacks.push_back(std::make_shared<volt::callbacks::DeviceStatsMonitor>());
     }
 
     volt::Trainer trainer(options, callbacks);  // seeds before the model is built

@@ -1,6 +1,7 @@
 #pragma once
 /// Every public header of volt/callbacks/.
 #include "volt/callbacks/callback.h"
+#include "volt/callbacks/device_stats_monitor.h"
 #include "volt/callbacks/early_stopping.h"
 #include "volt/callbacks/lr_monitor.h"
 #include "volt/callbacks/model_checkpoint.h"

@@ -50,6 +50,8 @@ constexpr const char* kUsage =
     "                     write a training project on Volt from a template (volt new --help)\n"
     "  ui [--port P] [--host H] [--open]\n"
     "                     the generator as a web page on http://127.0.0.1:8765/ (volt ui --help)\n"
+    "  plot RUN_DIR... [--metrics a,b] [--out curves.png|curves.svg]\n"
+    "                     draw the curves of runs' metrics.csv as a PNG or SVG (volt plot --help)\n"
     "  help               this text\n";
 
 int cmd_info() {
@@ -366,7 +368,7 @@ int main(int argc, char** argv) {
     if (cmd == "plan") return cmd_plan(argc - 1, argv + 1);
     if (cmd == "inspect") return cmd_inspect(argc - 1, argv + 1);
     if (cmd == "launch") return cmd_launch(argc - 1, argv + 1);
-    if (cmd == "new" || cmd == "ui") {
+    if (cmd == "new" || cmd == "ui" || cmd == "plot") {
       std::cerr << "volt-core: run `volt " << cmd << "` (the front end runs it without LibTorch).\n";
       return 2;
     }
