@@ -355,6 +355,16 @@ void CSVLogger::log_metrics(const MetricMap& metrics, int64_t step) {
 
 void CSVLogger::finalize(const std::string& /*status*/) { save(); }
 
+void CSVLogger::follow_version(const std::string& version) {
+  std::lock_guard<std::mutex> lock(dir_mutex_);
+  if (version_ || !log_dir_.empty() || version.rfind("version_", 0) != 0) return;
+  const char* first = version.data() + 8;
+  const char* last = version.data() + version.size();
+  int64_t n = -1;
+  const auto parsed = std::from_chars(first, last, n);
+  if (first != last && parsed.ec == std::errc() && parsed.ptr == last && n >= 0) version_ = n;
+}
+
 void CSVLogger::start_flusher() {
   std::lock_guard<std::mutex> lock(rows_mutex_);
   if (flusher_.joinable() || stop_) return;
