@@ -20,6 +20,7 @@
 #include "volt/loggers/event_file.h"
 #include "loggers/detail/png_encoder.h"
 #include "loggers/detail/summaries.h"
+#include "loggers/detail/version_claims.h"
 
 namespace fs = std::filesystem;
 
@@ -52,12 +53,7 @@ void write_all(int fd, const std::string& data, const std::string& path) {
   }
 }
 
-// Version folders chosen by TensorBoardLoggers of this process and not created yet.
-std::mutex g_claims_mutex;
-std::set<std::string>& claimed_dirs() {
-  static std::set<std::string> claims;
-  return claims;
-}
+std::multiset<std::string>& claimed_dirs() { return detail::version_claims(); }
 
 // TensorBoard's <n>: the files this process opened, as its writers count them.
 std::atomic<int64_t> g_files_opened{0};
@@ -117,15 +113,14 @@ TensorBoardLogger::~TensorBoardLogger() {
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
   }
-  std::lock_guard<std::mutex> lock(g_claims_mutex);
-  if (!log_dir_created_ && !log_dir_.empty()) claimed_dirs().erase(log_dir_);
+  if (!log_dir_created_ && !log_dir_.empty()) detail::release_version_claim(log_dir_);
 }
 
 const std::string& TensorBoardLogger::choose_log_dir() {
   std::lock_guard<std::mutex> lock(dir_mutex_);
   if (!log_dir_.empty()) return log_dir_;
   const fs::path root = fs::path(save_dir_) / name_;
-  std::lock_guard<std::mutex> claims(g_claims_mutex);
+  std::lock_guard<std::mutex> claims(detail::version_claims_mutex());
   if (!version_) {
     int64_t next = 0;
     std::error_code ec;

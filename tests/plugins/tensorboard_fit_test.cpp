@@ -147,6 +147,13 @@ TEST(TensorBoardFit, LoggerObjectsFollowTheFirstOnesVersion) {
   Trainer trainer(o, {}, {csv, board});
   EXPECT_EQ(csv->version(), "version_1");
   EXPECT_EQ(board->version(), "version_1");
+  // TensorBoard first: the CSV logger follows it.
+  o.logger = {"tensorboard", "csv"};
+  Trainer named(o);
+  ASSERT_EQ(named.loggers().size(), 2u);
+  EXPECT_NE(dynamic_cast<volt::loggers::TensorBoardLogger*>(named.loggers()[0].get()), nullptr);
+  EXPECT_EQ(named.loggers()[0]->version(), "version_2");
+  EXPECT_EQ(named.loggers()[1]->version(), "version_2");
 }
 
 TEST(TensorBoardFit, UnknownLoggerNameIsRefusedWithTheKnownNames) {
