@@ -17,8 +17,9 @@ HistogramMonitor::HistogramMonitor(int64_t every_n_steps, bool log_weights, bool
                       "; use 1 (every optimizer step) or more.");
   }
   if (!log_weights_ && !log_gradients_) {
-    throw ConfigError("HistogramMonitor with log_weights=false and log_gradients=false would log nothing; "
-                      "enable one or drop the callback.");
+    throw ConfigError(
+        "HistogramMonitor with log_weights=false and log_gradients=false would log nothing; "
+        "enable one or drop the callback.");
   }
 }
 
@@ -28,8 +29,9 @@ std::string HistogramMonitor::state_key() const {
 
 void HistogramMonitor::setup(TrainerView& view, Stage stage) {
   if (stage == Stage::kFit && !view.has_loggers()) {
-    throw ConfigError("HistogramMonitor needs a logger; the Trainer has none, so the histograms would be recorded "
-                      "nowhere. Set logger=tensorboard (or csv,tensorboard), or remove the callback.");
+    throw ConfigError(
+        "HistogramMonitor needs a logger; the Trainer has none, so the histograms would be recorded "
+        "nowhere. Set logger=tensorboard (or csv,tensorboard), or remove the callback.");
   }
   last_step_.clear();
 }

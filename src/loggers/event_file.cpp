@@ -5,13 +5,13 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <system_error>
 #include <fstream>
 #include <sstream>
+#include <system_error>
 
+#include "loggers/detail/protobuf.h"
 #include "volt/core/error.h"
 #include "volt/core/file_check.h"
-#include "loggers/detail/protobuf.h"
 
 namespace volt::loggers {
 namespace {
@@ -157,7 +157,9 @@ SummaryValue decode_value(const std::string& bytes, const std::string& path, uin
   SummaryValue v;
   for (const auto& f : fields_of(bytes, path, offset, "a Summary.Value")) {
     switch (f.number) {
-      case 1: v.tag = f.bytes; break;
+      case 1:
+        v.tag = f.bytes;
+        break;
       case 2:
         v.kind = SummaryValue::Kind::kScalar;
         v.scalar = f.as_float();
@@ -179,11 +181,13 @@ SummaryValue decode_value(const std::string& bytes, const std::string& path, uin
             double* slot[] = {&h.min, &h.max, &h.num, &h.sum, &h.sum_squares};
             *slot[g.number - 1] = g.as_double();
           } else if ((g.number == 6 || g.number == 7) && g.type == detail::kLengthDelimited) {
-            if (g.bytes.size() % 8 != 0) damaged(path, offset, "a packed double field has a length not a multiple of 8");
+            if (g.bytes.size() % 8 != 0)
+              damaged(path, offset, "a packed double field has a length not a multiple of 8");
             auto& out = g.number == 6 ? h.bucket_limit : h.bucket;
             for (size_t i = 0; i < g.bytes.size(); i += 8) {
               uint64_t bits = 0;
-              for (int k = 0; k < 8; ++k) bits |= static_cast<uint64_t>(static_cast<unsigned char>(g.bytes[i + k])) << (8 * k);
+              for (int k = 0; k < 8; ++k)
+                bits |= static_cast<uint64_t>(static_cast<unsigned char>(g.bytes[i + k])) << (8 * k);
               double d;
               std::memcpy(&d, &bits, 8);
               out.push_back(d);
@@ -207,7 +211,8 @@ SummaryValue decode_value(const std::string& bytes, const std::string& path, uin
           }
         }
         break;
-      default: break;
+      default:
+        break;
     }
   }
   return v;
@@ -233,7 +238,8 @@ EventRecord decode_event(const std::string& bytes, const std::string& path, uint
 std::vector<EventRecord> read_events(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec)) {
-    throw Error("event file " + quote_path(path) + " is not a regular file. Give the path of an events.out.tfevents.* file.");
+    throw Error("event file " + quote_path(path) +
+                " is not a regular file. Give the path of an events.out.tfevents.* file.");
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("cannot open the event file " + quote_path(path) + ": " + std::strerror(errno) + ".");
@@ -250,8 +256,9 @@ std::vector<EventRecord> read_events(const std::string& path) {
     const uint32_t stored = load_le32(bytes + pos + 8);
     const uint32_t computed = masked_crc32c(bytes + pos, 8);
     if (stored != computed) {
-      damaged(path, pos, "the CRC of the record's length does not match (stored " + hex32(stored) + ", computed " +
-                             hex32(computed) + ")");
+      damaged(path, pos,
+              "the CRC of the record's length does not match (stored " + hex32(stored) + ", computed " +
+                  hex32(computed) + ")");
     }
     if (len > data.size() - pos - 12 || data.size() - pos - 12 - len < 4) {
       damaged(path, pos, "the record announces " + std::to_string(len) + " bytes, more than the file holds");
@@ -260,8 +267,9 @@ std::vector<EventRecord> read_events(const std::string& path) {
     const uint32_t stored_data = load_le32(bytes + pos + 12 + len);
     const uint32_t computed_data = masked_crc32c(payload.data(), payload.size());
     if (stored_data != computed_data) {
-      damaged(path, pos, "the CRC of the record's data does not match (stored " + hex32(stored_data) +
-                             ", computed " + hex32(computed_data) + ")");
+      damaged(path, pos,
+              "the CRC of the record's data does not match (stored " + hex32(stored_data) + ", computed " +
+                  hex32(computed_data) + ")");
     }
     events.push_back(decode_event(payload, path, pos));
     pos += 12 + len + 4;

@@ -24,7 +24,8 @@ void register_logger(const std::string& key, std::string description, LoggerRegi
   if (key.empty()) throw ConfigError("register_logger got an empty name; give the name users write in logger=.");
   if (!factory) throw ConfigError("register_logger(\"" + key + "\") got an empty factory.");
   if (registry_key(key) == "true" || registry_key(key) == "false" || key.find(',') != std::string::npos) {
-    throw ConfigError("register_logger(\"" + key + "\"): a logger name cannot be true, false or hold a comma "
+    throw ConfigError("register_logger(\"" + key +
+                      "\"): a logger name cannot be true, false or hold a comma "
                       "(logger= reads those as a switch or as a list).");
   }
   logger_registry().add(key, std::move(description), std::move(factory));

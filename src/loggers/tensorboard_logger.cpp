@@ -15,12 +15,12 @@
 
 #include <ATen/ATen.h>
 
-#include "volt/core/error.h"
-#include "volt/core/file_check.h"
-#include "volt/loggers/event_file.h"
 #include "loggers/detail/png_encoder.h"
 #include "loggers/detail/summaries.h"
 #include "loggers/detail/version_claims.h"
+#include "volt/core/error.h"
+#include "volt/core/file_check.h"
+#include "volt/loggers/event_file.h"
 
 namespace fs = std::filesystem;
 
@@ -53,7 +53,9 @@ void write_all(int fd, const std::string& data, const std::string& path) {
   }
 }
 
-std::multiset<std::string>& claimed_dirs() { return detail::version_claims(); }
+std::multiset<std::string>& claimed_dirs() {
+  return detail::version_claims();
+}
 
 // TensorBoard's <n>: the files this process opened, as its writers count them.
 std::atomic<int64_t> g_files_opened{0};
@@ -97,8 +99,8 @@ TensorBoardLogger::TensorBoardLogger(std::string save_dir, std::string name, std
   if (const std::string why = folder_problem(save_dir_, "TensorBoardLogger save_dir", "Give a folder."); !why.empty()) {
     throw ConfigError(why);
   }
-  max_delay_ = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-      std::chrono::duration<double>(max_flush_delay_s));
+  max_delay_ =
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(max_flush_delay_s));
 }
 
 TensorBoardLogger::~TensorBoardLogger() {
@@ -145,7 +147,9 @@ std::string TensorBoardLogger::version() {
   return "version_" + std::to_string(*version_);
 }
 
-std::string TensorBoardLogger::log_dir() { return choose_log_dir(); }
+std::string TensorBoardLogger::log_dir() {
+  return choose_log_dir();
+}
 
 std::string TensorBoardLogger::event_file_path() const {
   std::lock_guard<std::mutex> lock(dir_mutex_);
@@ -239,8 +243,10 @@ void TensorBoardLogger::log_image(const std::string& tag, const at::Tensor& imag
   if (t.dim() == 2) t = t.unsqueeze(0);
   if (t.dim() != 3 || !(t.size(0) == 1 || t.size(0) == 3 || t.size(0) == 4) || t.size(1) < 1 || t.size(2) < 1 ||
       t.size(1) > 65535 || t.size(2) > 65535) {
-    throw ConfigError(call + " needs a [C,H,W] tensor with C = 1, 3 or 4 channels and 1 to 65535 rows and columns; "
-                      "got shape " + shape_of(image) + ". For a batch of images, make a grid first (one [C,H,W] tensor).");
+    throw ConfigError(call +
+                      " needs a [C,H,W] tensor with C = 1, 3 or 4 channels and 1 to 65535 rows and columns; "
+                      "got shape " +
+                      shape_of(image) + ". For a batch of images, make a grid first (one [C,H,W] tensor).");
   }
   at::Tensor bytes;
   if (t.scalar_type() == at::kByte) {
@@ -276,7 +282,8 @@ void TensorBoardLogger::open_file() {
       if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
         ::close(fd_);
         fd_ = -1;
-        throw Error("TensorBoardLogger's event file " + quote_path(path) + " was replaced by something that is not "
+        throw Error("TensorBoardLogger's event file " + quote_path(path) +
+                    " was replaced by something that is not "
                     "a regular file. Remove it.");
       }
       ::fcntl(fd_, F_SETFL, O_WRONLY | O_APPEND);
@@ -285,7 +292,8 @@ void TensorBoardLogger::open_file() {
     if (errno != ENOENT) throw_os_error("open", path, errno);
     // Deleted behind our back: start it again, file_version first.
   }
-  if (const std::string why = folder_problem(dir, "TensorBoardLogger folder", "Give TensorBoardLogger a save_dir that is a folder.");
+  if (const std::string why =
+          folder_problem(dir, "TensorBoardLogger folder", "Give TensorBoardLogger a save_dir that is a folder.");
       !why.empty()) {
     throw Error(why);
   }
@@ -297,9 +305,8 @@ void TensorBoardLogger::open_file() {
     log_dir_created_ = true;
   }
   if (path.empty()) {
-    const auto secs = static_cast<long long>(std::chrono::duration_cast<std::chrono::seconds>(
-                                                 std::chrono::system_clock::now().time_since_epoch())
-                                                 .count());
+    const auto secs = static_cast<long long>(
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count());
     char stamp[32];
     std::snprintf(stamp, sizeof(stamp), "%010lld", secs);
     path = (fs::path(dir) / ("events.out.tfevents." + std::string(stamp) + "." + host_name() + "." +
@@ -346,8 +353,8 @@ void TensorBoardLogger::finalize(const std::string& status) {
     if (session_started_ && !session_ended_) {
       session_ended_ = true;
       const double now = wall_time_now();
-      add_record(detail::hparams_experiment_event(
-          now, hparams_, std::vector<std::string>(scalar_tags_.begin(), scalar_tags_.end())));
+      add_record(detail::hparams_experiment_event(now, hparams_,
+                                                  std::vector<std::string>(scalar_tags_.begin(), scalar_tags_.end())));
       add_record(detail::hparams_session_end_event(now, status));
     }
   }

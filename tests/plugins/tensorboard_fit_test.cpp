@@ -169,9 +169,8 @@ TEST(TensorBoardFit, UnknownLoggerNameIsRefusedWithTheKnownNames) {
   o.logger = {"csv", "CSV"};
   EXPECT_NE(error_of([&] { Trainer trainer(o); }).find("twice"), std::string::npos);
   o.logger = "tensorboard";
-  const std::string both = error_of([&] {
-    Trainer trainer(o, {}, {std::make_shared<volt::loggers::CSVLogger>(dir.path())});
-  });
+  const std::string both =
+      error_of([&] { Trainer trainer(o, {}, {std::make_shared<volt::loggers::CSVLogger>(dir.path())}); });
   EXPECT_NE(both.find("names loggers too"), std::string::npos) << both;
 }
 

@@ -7,14 +7,14 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstring>
-#include <map>
-#include <tuple>
 #include <cmath>
+#include <cstring>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <ATen/ops/arange.h>
@@ -164,8 +164,8 @@ TEST(TensorBoardLogger, IndependentReaderRoundTripsScalarsHparamsTextHistogramsA
   EXPECT_EQ(ssi["hparams"]["shuffle"], true);
   ASSERT_FALSE(exp.is_null()) << "no experiment summary";
   EXPECT_EQ(exp["metric_infos"], nlohmann::json({"epoch", "train_loss", "val_loss"}));
-  EXPECT_EQ(exp["hparam_infos"], nlohmann::json::parse(
-                                     R"([{"name":"lr","type":3},{"name":"name","type":1},{"name":"shuffle","type":2}])"));
+  EXPECT_EQ(exp["hparam_infos"],
+            nlohmann::json::parse(R"([{"name":"lr","type":3},{"name":"name","type":1},{"name":"shuffle","type":2}])"));
   ASSERT_FALSE(sei.is_null()) << "no session_end_info";
   EXPECT_EQ(sei["status"], 1);
 

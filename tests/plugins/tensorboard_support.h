@@ -42,8 +42,8 @@ struct PythonResult {
 /// Runs `tensorboard_check.py dump path`; stdout and stderr are captured.
 inline PythonResult python_dump(const std::string& path) {
   const std::string err_file = path + ".check-stderr";
-  const std::string command = "/usr/bin/python3 " + shell_quote(check_script()) + " dump " + shell_quote(path) +
-                              " 2>" + shell_quote(err_file);
+  const std::string command =
+      "/usr/bin/python3 " + shell_quote(check_script()) + " dump " + shell_quote(path) + " 2>" + shell_quote(err_file);
   PythonResult r;
   FILE* pipe = ::popen(command.c_str(), "r");
   if (pipe == nullptr) return r;

@@ -67,8 +67,8 @@ class ProtoWriter {
 struct ProtoField {
   uint32_t number = 0;
   WireType type = kVarint;
-  uint64_t varint = 0;      // kVarint; the bits of kFixed64 and kFixed32
-  std::string bytes;        // kLengthDelimited
+  uint64_t varint = 0;  // kVarint; the bits of kFixed64 and kFixed32
+  std::string bytes;    // kLengthDelimited
   double as_double() const {
     double d;
     std::memcpy(&d, &varint, 8);

@@ -67,9 +67,15 @@ ProtoWriter hparam_value(const std::string& text) {
   ProtoWriter v;
   double number = 0;
   switch (type_of(text, number)) {
-    case HparamType::kBool: v.int_field(kBoolValue, text == "true" ? 1 : 0); break;
-    case HparamType::kFloat64: v.double_field(kNumberValue, number); break;
-    case HparamType::kString: v.bytes_field(kStringValue, text); break;
+    case HparamType::kBool:
+      v.int_field(kBoolValue, text == "true" ? 1 : 0);
+      break;
+    case HparamType::kFloat64:
+      v.double_field(kNumberValue, number);
+      break;
+    case HparamType::kString:
+      v.bytes_field(kStringValue, text);
+      break;
   }
   return v;
 }
