@@ -312,9 +312,13 @@ TEST(TensorBoardLogger, RefusesImagesItCannotEncodeNamingTheShape) {
   logger.finalize("success");
   for (const auto& e : volt::loggers::read_events(logger.event_file_path())) {
     for (const auto& v : e.values) {
-      if (v.tag == "grey") EXPECT_EQ(v.image.colorspace, 1);
-      if (v.tag == "grey") EXPECT_EQ(v.image.width, 7);
-      if (v.tag == "rgba") EXPECT_EQ(v.image.colorspace, 4);
+      if (v.tag == "grey") {
+        EXPECT_EQ(v.image.colorspace, 1);
+        EXPECT_EQ(v.image.width, 7);
+      }
+      if (v.tag == "rgba") {
+        EXPECT_EQ(v.image.colorspace, 4);
+      }
     }
   }
 }
