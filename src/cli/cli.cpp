@@ -31,11 +31,12 @@ enum class Kind {
   kOptionalInt,
   kOptionalUint,
   kBatchLimit,
-  kDevices
+  kDevices,
+  kLogger
 };
 
 using Value = std::variant<bool, int64_t, double, std::string, std::optional<int64_t>,
-                           std::optional<uint64_t>, BatchLimit>;
+                           std::optional<uint64_t>, BatchLimit, LoggerOption>;
 
 struct KindInfo {
   const char* metavar;  // shown in --help
@@ -63,6 +64,8 @@ KindInfo info(Kind kind) {
     case Kind::kDevices:
       return {"N|-1|auto|IDS", "a device count (2, or -1 for all), auto, or device ids (0,1)",
               "get_string"};
+    case Kind::kLogger:
+      return {"true|false|NAMES", "true, false, or logger names (csv,tensorboard)", "trainer_options()"};
   }
   return {"", "", ""};
 }
@@ -154,6 +157,7 @@ std::string to_text(const Value& value) {
       return n ? std::to_string(*n) : "null";
     }
     std::string operator()(const BatchLimit& limit) const { return limit.to_string(); }
+    std::string operator()(const LoggerOption& logger) const { return logger.to_string(); }
   };
   return std::visit(Visitor{}, value);
 }
@@ -199,6 +203,14 @@ Value parse_value(Kind kind, const std::string& text, const std::string& where, 
     case Kind::kDevices:
       if (auto devices = to_devices(text)) return *devices;
       break;
+    case Kind::kLogger: {
+      // A switch, or names checked by the Trainer against the logger registry.
+      if (auto b = to_bool(text)) return LoggerOption(*b);
+      std::string names = text;
+      if (names.size() >= 2 && names.front() == '[' && names.back() == ']') names = names.substr(1, names.size() - 2);
+      if (!names.empty()) return LoggerOption(names);
+      break;
+    }
   }
   // A number refused for its value (not its spelling) also reads as key=value, the form the Trainer's own
   // checks use, so that every message about one option can be found the same way.
@@ -232,6 +244,8 @@ Kind kind_of() {
     return Kind::kOptionalInt;
   } else if constexpr (std::is_same_v<T, std::optional<uint64_t>>) {
     return Kind::kOptionalUint;
+  } else if constexpr (std::is_same_v<T, LoggerOption>) {
+    return Kind::kLogger;
   } else {
     return Kind::kBatchLimit;
   }
@@ -302,7 +316,9 @@ const std::vector<TrainerField>& trainer_fields() {
             "save checkpoints with the default checkpoint callback"),
       field("async_checkpoint", &O::async_checkpoint, "write checkpoints in a background thread"),
       field("enable_model_summary", &O::enable_model_summary, "print a model summary at start"),
-      field("logger", &O::logger, "attach the default CSV logger when no logger is given"),
+      field("logger", &O::logger,
+            "true: the CSV logger; false: none; or logger names, e.g. tensorboard or csv,tensorboard (one "
+            "version_N folder)"),
       field("log_every_n_steps", &O::log_every_n_steps, "log metrics every n training steps"),
   };
   return fields;
@@ -425,6 +441,18 @@ std::string yaml_text(const YAML::Node& node, Kind kind, const std::string& wher
       throw ConfigError(where + " expects a string, got null; write \"\" for an empty string");
     }
     return "null";
+  }
+  if (node.IsSequence() && kind == Kind::kLogger) {
+    std::string names;
+    for (const auto& element : node) {
+      if (!element.IsScalar()) {
+        throw ConfigError(where + " expects a list of logger names like [csv, tensorboard], got an element that is " +
+                          describe(element));
+      }
+      names += (names.empty() ? "" : ",") + element.Scalar();
+    }
+    if (names.empty()) throw ConfigError(where + " expects logger names, got an empty list; write false for no logger");
+    return names;
   }
   if (node.IsSequence() && kind == Kind::kDevices) {
     std::string ids;
@@ -648,7 +676,7 @@ bool Cli::parse(int argc, const char* const* argv, std::ostream& out) {
       std::string text;
       if (inline_value) {
         text = *inline_value;
-      } else if (option.kind == Kind::kBool) {
+      } else if (option.kind == Kind::kBool || option.kind == Kind::kLogger) {
         // A bare boolean flag means true; a following word that is not an option is its value.
         text = i + 1 < argc && argv[i + 1][0] != '-' ? argv[++i] : "true";
       } else if (next_is_value) {

@@ -30,4 +30,20 @@ void Module::log(const std::string& name, double value, const LogOptions& option
   log_context_->log(name, value, options);
 }
 
+void Module::log_image(const std::string& tag, const at::Tensor& image) {
+  if (trainer_view_ == nullptr) {
+    throw Error("Module::log_image(\"" + tag + "\"): the module is not attached to a Trainer (no stage is running), "
+                "so there is no logger to send the image to. Call it from a step or hook the Trainer runs.");
+  }
+  trainer_view_->log_image(tag, image, trainer_view_->state().global_step);
+}
+
+void Module::log_text(const std::string& tag, const std::string& text) {
+  if (trainer_view_ == nullptr) {
+    throw Error("Module::log_text(\"" + tag + "\"): the module is not attached to a Trainer (no stage is running), "
+                "so there is no logger to send the text to. Call it from a step or hook the Trainer runs.");
+  }
+  trainer_view_->log_text(tag, text, trainer_view_->state().global_step);
+}
+
 }  // namespace volt

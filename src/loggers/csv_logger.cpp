@@ -20,6 +20,7 @@
 
 #include "volt/core/error.h"
 #include "volt/core/file_check.h"
+#include "loggers/detail/version_claims.h"
 
 namespace fs = std::filesystem;
 
@@ -192,13 +193,9 @@ std::string format_value(double v) {
 
 namespace {
 
-// Version folders chosen by loggers of this process but not created yet: two loggers in
-// one save_dir must not choose the same one.
-std::mutex g_claims_mutex;
-std::set<std::string>& claimed_dirs() {
-  static std::set<std::string> claims;
-  return claims;
-}
+// Version folders chosen by loggers of this process (of every kind) but not created yet: two
+// loggers in one save_dir must not choose the same one.
+std::multiset<std::string>& claimed_dirs() { return detail::version_claims(); }
 
 }  // namespace
 
@@ -244,8 +241,7 @@ CSVLogger::~CSVLogger() {
       std::cerr << "warning: CSVLogger dropped " << left << " unsaved rows: " << e.what() << "\n";
     }
   }
-  std::lock_guard<std::mutex> lock(g_claims_mutex);
-  if (!log_dir_created_ && !log_dir_.empty()) claimed_dirs().erase(log_dir_);
+  if (!log_dir_created_ && !log_dir_.empty()) detail::release_version_claim(log_dir_);
 }
 
 int64_t CSVLogger::next_version() const {
@@ -273,7 +269,7 @@ const std::string& CSVLogger::choose_log_dir() {
   std::lock_guard<std::mutex> lock(dir_mutex_);
   if (!log_dir_.empty()) return log_dir_;
   const fs::path root = fs::path(save_dir_) / name_;
-  std::lock_guard<std::mutex> claims(g_claims_mutex);
+  std::lock_guard<std::mutex> claims(detail::version_claims_mutex());
   if (!version_) version_ = next_version();
   log_dir_ = (root / ("version_" + std::to_string(*version_))).string();
   claimed_dirs().insert(log_dir_);
@@ -354,6 +350,16 @@ void CSVLogger::log_metrics(const MetricMap& metrics, int64_t step) {
 }
 
 void CSVLogger::finalize(const std::string& /*status*/) { save(); }
+
+void CSVLogger::follow_version(const std::string& version) {
+  std::lock_guard<std::mutex> lock(dir_mutex_);
+  if (version_ || !log_dir_.empty() || version.rfind("version_", 0) != 0) return;
+  const char* first = version.data() + 8;
+  const char* last = version.data() + version.size();
+  int64_t n = -1;
+  const auto parsed = std::from_chars(first, last, n);
+  if (first != last && parsed.ec == std::errc() && parsed.ptr == last && n >= 0) version_ = n;
+}
 
 void CSVLogger::start_flusher() {
   std::lock_guard<std::mutex> lock(rows_mutex_);

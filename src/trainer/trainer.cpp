@@ -153,6 +153,12 @@ auto run_stage(Trainer::Impl& impl, TrainerState& state, Module& module, connect
                StagePhase& phase, Body&& body) -> decltype(body()) {
   auto& strategy = *impl.strategy_;
   impl.module_ = &module;
+  // Module::log_image/log_text reach the loggers through the view while the stage runs.
+  struct ViewGuard {
+    Module& m;
+    ~ViewGuard() { m.set_trainer_view(nullptr); }
+  } view_guard{module};
+  module.set_trainer_view(&impl);
   using CB = callbacks::Callback;
   const std::string name = stage_name(stage);
   try {

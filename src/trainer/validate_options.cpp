@@ -1,11 +1,14 @@
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <string>
 #include <thread>
 
 #include "volt/connectors/signal_connector.h"
 #include "volt/core/error.h"
 #include "volt/core/file_check.h"
+#include "volt/core/registry.h"
+#include "volt/loggers/logger_registry.h"
 #include "volt/trainer/trainer.h"
 
 namespace volt {
@@ -116,6 +119,20 @@ void validate_trainer_options(const TrainerOptions& o) {
             o.ddp_first_bucket_cap_mb <= kMaxBucketMb,
         "ddp_bucket_cap_mb=" + num(o.ddp_bucket_cap_mb) + " and ddp_first_bucket_cap_mb=" +
             num(o.ddp_first_bucket_cap_mb) + " must both be positive and at most 65536 MB (defaults 25 and 1).");
+  if (!o.logger.names().empty()) {
+    std::set<std::string> seen;
+    for (const auto& name : o.logger.names()) {
+      check(!name.empty(), "logger='" + o.logger.to_string() + "' holds an empty name. Write names separated by "
+                           "commas, e.g. logger=csv,tensorboard (known: " + loggers::logger_registry().known_keys() +
+                           "), or true/false.");
+      check(loggers::logger_registry().contains(name),
+            "logger='" + name + "' is not known. Known logger names: " + loggers::logger_registry().known_keys() +
+                " (or true for the CSV logger, false for none). Register your own with "
+                "volt::loggers::register_logger.");
+      check(seen.insert(registry_key(name)).second,
+            "logger='" + o.logger.to_string() + "' names '" + name + "' twice; each logger is attached once.");
+    }
+  }
   check(!o.default_root_dir.empty(), "default_root_dir is empty. Use a folder path such as \".\" or \"runs\".");
   if (const std::string why = folder_problem(o.default_root_dir, "default_root_dir",
                                              "Give a folder (it is created if it does not exist).");

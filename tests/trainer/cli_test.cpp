@@ -486,9 +486,9 @@ TEST(Cli, WrongTypeOnTheCommandLineSaysWhatWasExpectedAndGiven) {
 TEST(Cli, BoolFlagFollowedByAWordThatIsNotABoolIsAnError) {
   Cli cli("prog");
   EXPECT_EQ(error_of([&] {
-              parse(cli, {"--trainer.logger", "ture"});
+              parse(cli, {"--trainer.deterministic", "ture"});
             }),
-            "--trainer.logger expects a boolean (true or false), got 'ture'");
+            "--trainer.deterministic expects a boolean (true or false), got 'ture'");
 }
 
 TEST(Cli, MissingValueNamesTheFlag) {

@@ -7,6 +7,7 @@
 #include "volt/core/checkpoint.h"
 #include "volt/core/optimizer_config.h"
 #include "volt/core/step_context.h"
+#include "volt/core/trainer_view.h"
 #include "volt/core/types.h"
 
 namespace volt {
@@ -99,6 +100,15 @@ class Module : public torch::nn::Module {
   void log(const std::string& name, double value, const LogOptions& options = {});
   /// Set by the loops to the context log() records into; not for user code.
   void set_log_context(StepContext* ctx) { log_context_ = ctx; }
+  /// Sends an image (float [C,H,W], C = 1 or 3, values in [0,1]; or uint8 [C,H,W]) to
+  /// every logger that shows images (TensorBoardLogger), on rank 0, at the current
+  /// global_step (Lightning: `self.logger.experiment.add_image`). Call it from any hook
+  /// or step during a stage; outside a Trainer's stage it throws volt::Error.
+  void log_image(const std::string& tag, const at::Tensor& image);
+  /// Sends a text to every logger that shows text, as log_image does.
+  void log_text(const std::string& tag, const std::string& text);
+  /// Set by the Trainer for the length of a stage; not for user code.
+  void set_trainer_view(TrainerView* view) { trainer_view_ = view; }
 
   // --- configuration ---
   bool automatic_optimization() const { return automatic_optimization_; }
@@ -117,6 +127,7 @@ class Module : public torch::nn::Module {
   c10::Device device_{c10::kCPU};
   bool automatic_optimization_ = true;
   StepContext* log_context_ = nullptr;
+  TrainerView* trainer_view_ = nullptr;
   std::map<std::string, std::string> hparams_;
 };
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "volt/core/batch_limit.h"
+#include "volt/core/logger_option.h"
 
 namespace volt {
 
@@ -84,8 +85,10 @@ struct TrainerOptions {
   /// next save or at the end of the stage.
   bool async_checkpoint = false;
   bool enable_model_summary = true;
-  /// Attach the default CSV logger when no logger is given.
-  bool logger = true;
+  /// true: the CSV logger (when no logger objects are given); false: none; or logger
+  /// names from the logger registry: "csv", "tensorboard", "csv,tensorboard",
+  /// {"csv", "tensorboard"} (several write into one lightning_logs/version_N).
+  LoggerOption logger = true;
   int64_t log_every_n_steps = 50;
 };
 

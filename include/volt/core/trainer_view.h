@@ -45,6 +45,12 @@ class TrainerView {
   virtual void request_stop(const std::string& reason) = 0;
   /// Sends metrics to every logger (rank 0).
   virtual void log_metrics(const MetricMap& metrics, int64_t step) = 0;
+  /// Sends a text, a histogram of `values`, or an image (float [C,H,W] in [0,1] or uint8)
+  /// to every logger (rank 0; other ranks return at once). Loggers that cannot show one
+  /// drop it. The defaults throw NotSupportedError: only the Trainer's view has loggers.
+  virtual void log_text(const std::string& tag, const std::string& text, int64_t step);
+  virtual void log_histogram(const std::string& tag, const at::Tensor& values, int64_t step);
+  virtual void log_image(const std::string& tag, const at::Tensor& image, int64_t step);
   /// True if any rank (or all, with all=true) says true; the identity on one process.
   virtual bool reduce_boolean_decision(bool decision, bool all = true) = 0;
   /// Rank 0's `value` on every rank (e.g. a checkpoint file name built from metrics that

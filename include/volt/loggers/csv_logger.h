@@ -92,6 +92,8 @@ class CSVLogger : public Logger {
   void save() override;
   /// Writes buffered rows; `status` is not recorded.
   void finalize(const std::string& status) override;
+  /// Takes `version` ("version_N") when this logger was given none and has not chosen one.
+  void follow_version(const std::string& version) override;
 
  private:
   using Rows = std::vector<std::pair<int64_t, MetricMap>>;

@@ -17,6 +17,7 @@
 #include "volt/connectors/signal_connector.h"
 #include "volt/core/error.h"
 #include "volt/loggers/csv_logger.h"
+#include "volt/loggers/logger_registry.h"
 #include "volt/loops/loop.h"
 #include "volt/trainer/trainer.h"
 
@@ -55,20 +56,42 @@ class Trainer::Impl : public TrainerView {
     return plugins.front();
   }
 
+  /// The run's loggers: the objects given, or those `logger` names (true: one CSV
+  /// logger), none under fast_dev_run. Every logger after the first follows the first
+  /// one's version, so that all write into one version_N (Lightning's layout).
   static std::vector<std::shared_ptr<loggers::Logger>> make_loggers(const TrainerOptions& o,
                                                                     std::vector<std::shared_ptr<loggers::Logger>> given) {
     if (o.fast_dev_run > 0) return {};  // a debugging run leaves no logs behind
+    std::vector<std::shared_ptr<loggers::Logger>> out;
     if (!given.empty()) {
       if (!o.logger) {
         throw ConfigError("loggers were passed to the Trainer but logger=false. Remove the loggers or set logger=true.");
       }
+      if (!o.logger.names().empty()) {
+        throw ConfigError("loggers were passed to the Trainer and logger='" + o.logger.to_string() +
+                          "' names loggers too. Use one of the two: add those loggers to the objects passed, or "
+                          "register yours with volt::loggers::register_logger and name it in logger=.");
+      }
       for (auto& l : given) {
         if (!l) throw ConfigError("loggers contains a null pointer; pass constructed loggers only.");
       }
-      return given;
+      out = std::move(given);
+    } else if (!o.logger) {
+      return {};
+    } else if (o.logger.names().empty()) {
+      out.push_back(std::make_shared<loggers::CSVLogger>(o.default_root_dir));
+    } else {
+      for (const auto& name : o.logger.names()) {
+        auto logger = loggers::logger_registry().create(name, o);
+        if (!logger) throw ConfigError("the factory of logger '" + name + "' returned a null pointer.");
+        out.push_back(std::move(logger));
+      }
     }
-    if (!o.logger) return {};
-    return {std::make_shared<loggers::CSVLogger>(o.default_root_dir)};
+    if (out.size() > 1) {
+      const std::string version = out.front()->version();
+      for (size_t i = 1; i < out.size(); ++i) out[i]->follow_version(version);
+    }
+    return out;
   }
 
   // --- TrainerView ---
@@ -113,6 +136,18 @@ class Trainer::Impl : public TrainerView {
     state.stop_reason = reason;
   }
   void log_metrics(const MetricMap& metrics, int64_t step) override { logger_connector_.log_metrics(metrics, step); }
+  void log_text(const std::string& tag, const std::string& text, int64_t step) override {
+    if (!strategy_->is_global_zero()) return;
+    for (const auto& l : logger_connector_.loggers()) l->log_text(tag, text, step);
+  }
+  void log_histogram(const std::string& tag, const at::Tensor& values, int64_t step) override {
+    if (!strategy_->is_global_zero()) return;
+    for (const auto& l : logger_connector_.loggers()) l->log_histogram(tag, values, step);
+  }
+  void log_image(const std::string& tag, const at::Tensor& image, int64_t step) override {
+    if (!strategy_->is_global_zero()) return;
+    for (const auto& l : logger_connector_.loggers()) l->log_image(tag, image, step);
+  }
   bool reduce_boolean_decision(bool decision, bool all) override {
     return strategy_->reduce_boolean_decision(decision, all);
   }

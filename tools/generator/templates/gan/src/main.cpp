@@ -1,6 +1,6 @@
 // A DCGAN with Volt on Fashion-MNIST (or any MNIST-format folder): a generator and a discriminator,
 // two Adam optimizers stepped by hand (manual optimization), and an 8x8 grid of generated images
-// written as a PGM file after every epoch.
+// after every epoch, logged with log_image (TensorBoard's IMAGES tab) and written as a PGM file.
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -120,20 +120,27 @@ class Gan : public volt::Module {
   }
 
   void on_train_epoch_end() override {
+    const at::Tensor grid = sample_grid();
+    // To every logger that shows images (--trainer.logger tensorboard: the IMAGES tab), on rank 0.
+    log_image("samples", grid.unsqueeze(0));
     const char* rank = std::getenv("RANK");
     if (samples_dir_.empty() || (rank && std::string(rank) != "0")) return;
-    write_grid(samples_dir_ + "/epoch_" + std::to_string(epoch_++) + ".pgm");
+    write_grid(grid, samples_dir_ + "/epoch_" + std::to_string(epoch_++) + ".pgm");
   }
 
-  /// An 8x8 grid of 28x28 samples from the fixed latent vectors, as a binary PGM (P5) image.
-  void write_grid(const std::string& path) {
+  /// An 8x8 grid of 28x28 samples from the fixed latent vectors: uint8 [224, 224].
+  at::Tensor sample_grid() {
     torch::NoGradGuard no_grad;
     generator_->eval();
     const auto device = parameters().front().device();
     auto images = generator_->forward(fixed_z_.to(device)).to(at::kFloat).cpu();
     generator_->train();
     auto pixels = ((images.squeeze(1) + 1) * 127.5).clamp(0, 255).to(at::kByte);  // [64, 28, 28]
-    auto grid = pixels.view({8, 8, 28, 28}).permute({0, 2, 1, 3}).reshape({8 * 28, 8 * 28}).contiguous();
+    return pixels.view({8, 8, 28, 28}).permute({0, 2, 1, 3}).reshape({8 * 28, 8 * 28}).contiguous();
+  }
+
+  /// The grid as a binary PGM (P5) image.
+  void write_grid(const at::Tensor& grid, const std::string& path) {
     std::filesystem::create_directories(samples_dir_);
     const std::string tmp = path + ".tmp";
     {
