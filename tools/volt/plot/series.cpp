@@ -13,6 +13,7 @@
 #include "volt/core/error.h"
 #include "volt/core/input_file.h"
 #include "volt/core/printable.h"
+#include "volt/loggers/event_file.h"
 
 namespace fs = std::filesystem;
 
@@ -24,6 +25,23 @@ constexpr std::size_t kMaxCsvBytes = std::size_t{1} << 30;
 
 std::string in_quotes(const std::string& s) {
   return "'" + printable(s) + "'";
+}
+
+bool is_event_file(const fs::path& path) {
+  return path.filename().string().rfind("events.out.tfevents.", 0) == 0;
+}
+
+/// The event files directly in `dir`, in name order (TensorBoard's names start with the
+/// seconds since 1970, so name order is time order).
+std::vector<std::string> event_files_in(const fs::path& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    if (is_event_file(it->path()) && it->is_regular_file(ec)) out.push_back(it->path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 bool is_validation_metric(const std::string& name) {
@@ -206,6 +224,8 @@ std::vector<std::string> metrics_files_of(const std::string& run_dir) {
   }
   const fs::path own = fs::path(run_dir) / "metrics.csv";
   if (fs::exists(own, ec)) return {own.string()};
+  // A TensorBoard run (logger="tensorboard" alone): its event files.
+  if (auto events = event_files_in(run_dir); !events.empty()) return events;
   // A logs folder (lightning_logs, or the default_root_dir above it): the runs below it.
   std::vector<std::string> found;
   for (fs::recursive_directory_iterator it(run_dir, fs::directory_options::skip_permission_denied, ec), end;
@@ -214,7 +234,12 @@ std::vector<std::string> metrics_files_of(const std::string& run_dir) {
       it.disable_recursion_pending();
       continue;
     }
-    if (it->path().filename() == "metrics.csv" && it->is_regular_file(ec)) found.push_back(it->path().string());
+    if (it->path().filename() == "metrics.csv" && it->is_regular_file(ec)) {
+      found.push_back(it->path().string());
+    } else if (is_event_file(it->path()) && it->is_regular_file(ec) &&
+               !fs::exists(it->path().parent_path() / "metrics.csv", ec)) {
+      found.push_back(it->path().string());  // a run with event files only
+    }
   }
   // version_2 before version_10.
   std::sort(found.begin(), found.end(), [](const std::string& a, const std::string& b) {
@@ -246,17 +271,64 @@ std::vector<std::string> metrics_files_of(const std::string& run_dir) {
   return found;
 }
 
+namespace {
+
+Run read_event_run(const std::vector<std::string>& files, const std::string& label) {
+  Run run;
+  run.label = label;
+  run.source = files.size() == 1 ? files.front() : fs::path(files.front()).parent_path().string();
+  std::vector<size_t> index_of_tag;
+  std::vector<std::string> tags;
+  for (const std::string& file : files) {
+    std::vector<loggers::ScalarPoint> points;
+    try {
+      points = loggers::read_event_scalars(file);
+    } catch (const Error& e) {
+      throw DataError(std::string(e.what()));
+    }
+    for (const auto& p : points) {
+      auto at = std::find(tags.begin(), tags.end(), p.tag);
+      size_t k = static_cast<size_t>(at - tags.begin());
+      if (at == tags.end()) {
+        tags.push_back(p.tag);
+        run.series.push_back(Series{label, p.tag, {}});
+      }
+      run.series[k].points.push_back({p.step, p.value, is_validation_metric(p.tag)});
+      ++run.rows;
+    }
+  }
+  return run;
+}
+
+}  // namespace
+
 std::vector<Run> load_runs(const std::vector<std::string>& run_dirs) {
   if (run_dirs.empty()) throw ConfigError("volt plot needs at least one RUN_DIR.");
   std::vector<Run> runs;
   for (const std::string& dir : run_dirs) {
     const std::vector<std::string> files = metrics_files_of(dir);
+    // Runs are folders: the event files of one folder make one run.
+    std::vector<std::string> folders;
     for (const std::string& file : files) {
+      const std::string folder = fs::path(file).parent_path().string();
+      if (std::find(folders.begin(), folders.end(), folder) == folders.end()) folders.push_back(folder);
+    }
+    for (size_t f = 0; f < files.size(); ++f) {
+      const std::string& file = files[f];
       // The argument as given names a run's folder or a .csv file; runs found below a folder are
       // named by their own folders.
-      std::string label = files.size() == 1 ? dir : fs::path(file).parent_path().string();
+      std::string label = folders.size() == 1 ? dir : fs::path(file).parent_path().string();
       while (label.size() > 1 && label.back() == '/') label.pop_back();
       if (label.empty()) label = ".";
+      if (is_event_file(file)) {
+        std::vector<std::string> group{file};
+        while (f + 1 < files.size() && is_event_file(files[f + 1]) &&
+               fs::path(files[f + 1]).parent_path() == fs::path(file).parent_path()) {
+          group.push_back(files[++f]);
+        }
+        runs.push_back(read_event_run(group, label));
+        continue;
+      }
       std::string text;
       if (const std::string problem = read_input_file(file, text, kMaxCsvBytes); !problem.empty()) {
         throw DataError(in_quotes(file) + " " + problem + ".");
