@@ -304,6 +304,7 @@ const std::vector<TrainerField>& trainer_fields() {
       field("enable_model_summary", &O::enable_model_summary, "print a model summary at start"),
       field("logger", &O::logger, "attach the default CSV logger when no logger is given"),
       field("log_every_n_steps", &O::log_every_n_steps, "log metrics every n training steps"),
+      field("profiler", &O::profiler, "time every hook and step: simple, advanced or pytorch; empty: off"),
   };
   return fields;
 }
