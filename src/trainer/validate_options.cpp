@@ -6,6 +6,7 @@
 #include "volt/connectors/signal_connector.h"
 #include "volt/core/error.h"
 #include "volt/core/file_check.h"
+#include "volt/core/printable.h"
 #include "volt/profilers/profiler.h"
 #include "volt/trainer/trainer.h"
 
@@ -105,7 +106,7 @@ void validate_trainer_options(const TrainerOptions& o) {
                                  " is negative. Use 0 (off), 1 (true) or a number of batches.");
   check(o.log_every_n_steps >= 1, "log_every_n_steps=" + n(o.log_every_n_steps) + " is not valid. Use 1 or more.");
   if (!o.profiler.empty() && !profilers::profiler_registry().contains(o.profiler)) {
-    throw ConfigError("profiler='" + o.profiler + "' is not known. Known profiler names: " +
+    throw ConfigError("profiler='" + printable(o.profiler) + "' is not known. Known profiler names: " +
                       profilers::profiler_registry().known_keys() + "; or \"\" for no profiler.");
   }
   check(o.num_threads >= 0, "num_threads=" + n(o.num_threads) + " is negative. Use 0 (all cores) or a count.");
