@@ -280,6 +280,43 @@ TEST(PyTorchProfiler, RefusesAScheduleWithoutActiveSteps) {
                                       {"active=0"}));
 }
 
+TEST(Profiler, ReportFilesAreNamedAfterStageAndRank) {
+  SimpleProfiler p;
+  p.setup("fit", "/runs/version_0", 0, 1);
+  EXPECT_EQ(p.report_path(".txt"), "/runs/version_0/fit-profile.txt");
+  p.setup("validate", "/runs/version_0", 1, 2);
+  EXPECT_EQ(p.report_path(".txt"), "/runs/version_0/validate-profile-1.txt");
+  EXPECT_EQ(p.report_path(".json", "trace"), "/runs/version_0/validate-trace-1.json");
+}
+
+/// Fails in its third training step.
+class FailingModule : public BoringModule {
+ public:
+  at::Tensor training_step(Batch& batch, volt::StepContext& ctx) override {
+    if (train_steps == 2) throw std::runtime_error("step three fails");
+    return BoringModule::training_step(batch, ctx);
+  }
+};
+
+TEST(SimpleProfiler, AFailedFitStillWritesWhatWasTimed) {
+  ScratchDir dir;
+  auto o = quiet_options(dir.path());
+  o.profiler = "simple";
+  FailingModule m;
+  Trainer trainer(o);
+  EXPECT_THROW(trainer.fit(m, random_loader(20, 4, 1)), volt::Error);
+  auto* p = dynamic_cast<SimpleProfiler*>(trainer.profiler());
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->stats("run_training_batch").count, 3);  // the failed one was stopped while unwinding
+  EXPECT_EQ(p->stats("[Strategy]SingleDeviceStrategy.optimizer_step").count, 2);
+  EXPECT_TRUE(volt::testing::mentions(read_file(dir.path() + "/fit-profile.txt"), {"run_training_batch"}));
+  // A new stage after the failure starts clean (nothing left "running").
+  BoringModule ok;
+  Trainer again(o);
+  again.fit(ok, random_loader(8, 4, 1));
+  EXPECT_EQ(dynamic_cast<SimpleProfiler*>(again.profiler())->stats("run_training_batch").count, 2);
+}
+
 TEST(ProfilerOption, UnknownNameIsRefusedBeforeAnythingRuns) {
   ScratchDir dir;
   auto o = quiet_options(dir.path());
