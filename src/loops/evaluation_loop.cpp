@@ -26,7 +26,8 @@ MetricMap EvaluationLoop::run(data::DataLoader& loader, int64_t max_batches) {
   using CB = callbacks::Callback;
   const Hooks& hooks = ctx_.hooks;
   // The whole pass is one action (its hooks nest inside it).
-  auto run_guard = hooks.scoped(testing ? Action::run_test : (sanity ? Action::run_sanity_check : Action::run_validation));
+  auto run_guard =
+      hooks.scoped(testing ? Action::run_test : (sanity ? Action::run_sanity_check : Action::run_validation));
   if (testing) {
     hooks.callbacks(Hook::on_test_start, [&](CB& cb) { cb.on_test_start(view); });
     hooks.module(Hook::on_test_start, [&] { module.on_test_start(); });

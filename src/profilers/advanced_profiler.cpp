@@ -79,7 +79,8 @@ std::string AdvancedProfiler::summary() const {
   for (ActionId id = 0; id < slots_.size(); ++id) {
     if (!slots_[id].durations_s.empty()) rows.emplace_back(id, compute(id));
   }
-  std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.total_s > b.second.total_s; });
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const auto& a, const auto& b) { return a.second.total_s > b.second.total_s; });
   detail::Table t({"Action", "Num calls", "Total (s)", "Mean (s)", "Stddev (s)", "Min (s)", "P50 (s)", "P90 (s)",
                    "P99 (s)", "Max (s)"});
   for (const auto& [id, s] : rows) {

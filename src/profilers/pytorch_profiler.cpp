@@ -60,10 +60,14 @@ struct RangeContext : at::ObserverContext {
 
 const char* category_of(at::RecordScope scope) {
   switch (scope) {
-    case at::RecordScope::FUNCTION: return "cpu_op";
-    case at::RecordScope::BACKWARD_FUNCTION: return "autograd";
-    case at::RecordScope::USER_SCOPE: return "user_annotation";
-    default: return "other";
+    case at::RecordScope::FUNCTION:
+      return "cpu_op";
+    case at::RecordScope::BACKWARD_FUNCTION:
+      return "autograd";
+    case at::RecordScope::USER_SCOPE:
+      return "user_annotation";
+    default:
+      return "other";
   }
 }
 
@@ -93,8 +97,12 @@ void on_range_end(const at::RecordFunction& fn, at::ObserverContext* raw) {
   if (!t_child_ns.empty()) t_child_ns.back() += duration;
   auto& rec = *ctx->recorder;
   if (!rec.keep.load(std::memory_order_relaxed)) return;
-  PyTorchProfiler::Event e{fn.name() ? fn.name() : "", category_of(fn.scope()), this_thread_id(), ctx->start_ns - rec.origin_ns, duration,
-          std::max<int64_t>(0, duration - children)};
+  PyTorchProfiler::Event e{fn.name() ? fn.name() : "",
+                           category_of(fn.scope()),
+                           this_thread_id(),
+                           ctx->start_ns - rec.origin_ns,
+                           duration,
+                           std::max<int64_t>(0, duration - children)};
   std::lock_guard<std::mutex> lock(rec.mutex);
   rec.events.push_back(std::move(e));
 }
@@ -131,8 +139,9 @@ void PyTorchProfiler::start_recorder(bool keep) {
   {
     std::lock_guard<std::mutex> lock(g_active_mutex);
     if (g_active) {
-      throw Error("a pytorch profiler is already recording in this process; one records at a time. Use one "
-                  "Trainer with profiler=\"pytorch\" at a time.");
+      throw Error(
+          "a pytorch profiler is already recording in this process; one records at a time. Use one "
+          "Trainer with profiler=\"pytorch\" at a time.");
     }
     recorder_ = std::make_shared<Recorder>();
     recorder_->origin_ns = steady_ns();
@@ -213,13 +222,13 @@ std::string PyTorchProfiler::chrome_trace() const {
                             {"dur", static_cast<double>(e.duration_ns) * 1e-3},
                             {"args", {{"self_us", static_cast<double>(e.self_ns) * 1e-3}}}});
   }
-  nlohmann::json doc = {{"traceEvents", std::move(trace_events)},
-                        {"displayTimeUnit", "ms"},
-                        {"otherData",
-                         {{"producer", "volt PyTorchProfiler"},
-                          {"stage", stage()},
-                          {"schedule",
-                           {{"wait", options_.wait}, {"warmup", options_.warmup}, {"active", options_.active}}}}}};
+  nlohmann::json doc = {
+      {"traceEvents", std::move(trace_events)},
+      {"displayTimeUnit", "ms"},
+      {"otherData",
+       {{"producer", "volt PyTorchProfiler"},
+        {"stage", stage()},
+        {"schedule", {{"wait", options_.wait}, {"warmup", options_.warmup}, {"active", options_.active}}}}}};
   // Operator names are ASCII; a user's action name with invalid UTF-8 is replaced, not fatal.
   return doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
@@ -240,17 +249,19 @@ std::string PyTorchProfiler::summary() const {
     all_self += e.self_ns;
   }
   std::vector<std::pair<std::string, Row>> sorted(rows.begin(), rows.end());
-  std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second.self_ns > b.second.self_ns; });
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const auto& a, const auto& b) { return a.second.self_ns > b.second.self_ns; });
   detail::Table t({"Name", "Kind", "Self CPU %", "Self CPU (ms)", "CPU total (ms)", "Calls"});
   const size_t n = std::min(sorted.size(), static_cast<size_t>(options_.row_limit));
   for (size_t i = 0; i < n; ++i) {
     const Row& r = sorted[i].second;
-    t.add({sorted[i].first, r.category, detail::fmt(all_self ? 100.0 * static_cast<double>(r.self_ns) / static_cast<double>(all_self) : 0.0, "%.2f"),
-           detail::fmt(static_cast<double>(r.self_ns) * 1e-6, "%.3f"), detail::fmt(static_cast<double>(r.total_ns) * 1e-6, "%.3f"),
-           std::to_string(r.calls)});
+    t.add({sorted[i].first, r.category,
+           detail::fmt(all_self ? 100.0 * static_cast<double>(r.self_ns) / static_cast<double>(all_self) : 0.0, "%.2f"),
+           detail::fmt(static_cast<double>(r.self_ns) * 1e-6, "%.3f"),
+           detail::fmt(static_cast<double>(r.total_ns) * 1e-6, "%.3f"), std::to_string(r.calls)});
   }
-  const int64_t recorded = std::max<int64_t>(0, std::min(steps_, options_.wait + options_.warmup + options_.active) -
-                                                    options_.wait - options_.warmup);
+  const int64_t recorded = std::max<int64_t>(
+      0, std::min(steps_, options_.wait + options_.warmup + options_.active) - options_.wait - options_.warmup);
   return detail::upper(stage()) + " PyTorch Profiler Report: top " + std::to_string(n) + " of " +
          std::to_string(rows.size()) + " names by self time, " + std::to_string(recorded) + " of " +
          std::to_string(options_.active) + " active steps recorded (schedule wait=" + std::to_string(options_.wait) +
@@ -264,7 +275,9 @@ void PyTorchProfiler::describe() {
   const std::string trace = chrome_trace();
   const std::string path = report_path(".json", "trace");
   checkpoint_io::atomic_write(path, trace.data(), trace.size());
-  if (is_global_zero()) std::cout << "volt: Chrome trace written to " << path << " (open it in https://ui.perfetto.dev or chrome://tracing)\n";
+  if (is_global_zero())
+    std::cout << "volt: Chrome trace written to " << path
+              << " (open it in https://ui.perfetto.dev or chrome://tracing)\n";
 }
 
 void PyTorchProfiler::teardown() {

@@ -57,7 +57,8 @@ std::string SimpleProfiler::summary() const {
     ids.push_back(id);
     calls += slots_[id].count;
   }
-  std::stable_sort(ids.begin(), ids.end(), [&](ActionId a, ActionId b) { return slots_[a].total_ns > slots_[b].total_ns; });
+  std::stable_sort(ids.begin(), ids.end(),
+                   [&](ActionId a, ActionId b) { return slots_[a].total_ns > slots_[b].total_ns; });
   detail::Table t({"Action", "Mean duration (s)", "Num calls", "Total time (s)", "Percentage %"});
   t.add({"Total", "-", std::to_string(calls), detail::fmt(total), "100 %"});
   for (ActionId id : ids) {

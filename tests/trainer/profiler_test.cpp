@@ -57,9 +57,7 @@ class CountingCallback : public volt::callbacks::Callback {
   void on_validation_end(TrainerView&) override { ++calls["on_validation_end"]; }
   void on_validation_epoch_start(TrainerView&) override { ++calls["on_validation_epoch_start"]; }
   void on_validation_epoch_end(TrainerView&) override { ++calls["on_validation_epoch_end"]; }
-  void on_validation_batch_start(TrainerView&, const Batch&, int64_t) override {
-    ++calls["on_validation_batch_start"];
-  }
+  void on_validation_batch_start(TrainerView&, const Batch&, int64_t) override { ++calls["on_validation_batch_start"]; }
   void on_validation_batch_end(TrainerView&, const Batch&, int64_t) override { ++calls["on_validation_batch_end"]; }
   void on_before_backward(TrainerView&, const at::Tensor&) override { ++calls["on_before_backward"]; }
   void on_after_backward(TrainerView&) override { ++calls["on_after_backward"]; }
@@ -112,7 +110,8 @@ TEST(SimpleProfiler, CountsEveryActionAsOftenAsItRan) {
   EXPECT_EQ(p->stats("[LightningModule]BoringModule.optimizer_zero_grad").count, steps);
   EXPECT_EQ(p->stats("run_sanity_check").count, 1);
   EXPECT_EQ(p->stats("run_validation").count, 2);
-  EXPECT_EQ(p->stats("[Strategy]SingleDeviceStrategy.validation_step").count, f.module.val_steps + f.module.sanity_steps);
+  EXPECT_EQ(p->stats("[Strategy]SingleDeviceStrategy.validation_step").count,
+            f.module.val_steps + f.module.sanity_steps);
   EXPECT_EQ(p->stats("[_EvaluationLoop].val_next").count, 2 * 2 + 1);
   EXPECT_EQ(p->stats("[LightningModule]BoringModule.on_train_batch_start").count, batches);
   EXPECT_EQ(p->stats("[LightningModule]BoringModule.on_fit_start").count, 1);
@@ -137,7 +136,8 @@ TEST(SimpleProfiler, CountsEveryActionAsOftenAsItRan) {
   EXPECT_TRUE(volt::testing::mentions(report, {"FIT Profiler Report", "Mean duration (s)", "run_training_batch",
                                                "[Strategy]SingleDeviceStrategy.optimizer_step"}));
   // Nothing left behind by the atomic write.
-  for (const auto& file : volt::testing::files_under(f.dir.path())) EXPECT_EQ(file.find(".tmp."), std::string::npos) << file;
+  for (const auto& file : volt::testing::files_under(f.dir.path()))
+    EXPECT_EQ(file.find(".tmp."), std::string::npos) << file;
 }
 
 TEST(SimpleProfiler, LeavesTrainingBitwiseUnchanged) {
@@ -165,8 +165,8 @@ TEST(SimpleProfiler, ValidateWritesItsOwnReport) {
   auto* p = dynamic_cast<SimpleProfiler*>(trainer.profiler());
   ASSERT_NE(p, nullptr);
   const std::string report = read_file(dir.path() + "/validate-profile.txt");
-  EXPECT_TRUE(volt::testing::mentions(report, {"VALIDATE Profiler Report", "run_validation",
-                                               "[_EvaluationLoop].val_next"}));
+  EXPECT_TRUE(
+      volt::testing::mentions(report, {"VALIDATE Profiler Report", "run_validation", "[_EvaluationLoop].val_next"}));
   EXPECT_EQ(p->stats("run_validation").count, 1);
   EXPECT_EQ(p->stats("[_EvaluationLoop].val_next").count, 3);
   // A second stage starts from zero.
@@ -177,9 +177,7 @@ TEST(SimpleProfiler, ValidateWritesItsOwnReport) {
 
 TEST(Profiler, UserActionsAndMisuse) {
   SimpleProfiler p;
-  {
-    auto g = p.profile("my_block");
-  }
+  { auto g = p.profile("my_block"); }
   p.start("my_block");
   p.stop("my_block");
   EXPECT_EQ(p.stats("my_block").count, 2);

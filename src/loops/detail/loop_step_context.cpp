@@ -62,9 +62,8 @@ bool run_optimizer_step(LoopContext& ctx, size_t index) {
   const bool stepped = hooks.action(Action::optimizer_step, [&] {
     return ctx.strategy.optimizer_step(optimizer, [&] {
       // Gradients are unscaled here: hooks and clipping see their true values.
-      hooks.callbacks(Hook::on_before_optimizer_step, [&](callbacks::Callback& cb) {
-        cb.on_before_optimizer_step(ctx.view, optimizer, index);
-      });
+      hooks.callbacks(Hook::on_before_optimizer_step,
+                      [&](callbacks::Callback& cb) { cb.on_before_optimizer_step(ctx.view, optimizer, index); });
       hooks.module(Hook::on_before_optimizer_step, [&] { ctx.module.on_before_optimizer_step(optimizer, index); });
       if (ctx.options.gradient_clip_val > 0.0) {
         ctx.strategy.clip_gradients(optimizer, ctx.options.gradient_clip_val,
@@ -81,7 +80,8 @@ bool run_optimizer_step(LoopContext& ctx, size_t index) {
 void run_zero_grad(LoopContext& ctx, size_t index) {
   auto& optimizer = *ctx.optimizers[index];
   const Hooks& hooks = ctx.hooks;
-  hooks.callbacks(Hook::on_before_zero_grad, [&](callbacks::Callback& cb) { cb.on_before_zero_grad(ctx.view, optimizer); });
+  hooks.callbacks(Hook::on_before_zero_grad,
+                  [&](callbacks::Callback& cb) { cb.on_before_zero_grad(ctx.view, optimizer); });
   hooks.module(Hook::on_before_zero_grad, [&] { ctx.module.on_before_zero_grad(optimizer); });
   // Set to none (PyTorch 2.x's default): no memset, and the next backward writes fresh
   // gradients. Works on LibTorch 1.13, whose zero_grad() only zeroes.
