@@ -4,6 +4,12 @@
 //
 //   trainer_vs_loop [--model mlp|cnn] [--train-size N] [--batch-size B] [--epochs E]
 //                   [--rounds R] [--threads T] [--logging off|on|both] [--check-only]
+//                   [--profiler simple|advanced|pytorch] [--logger csv,tensorboard]
+//
+// --profiler P: the hand loop, Volt with profiling off and Volt with profiler P, the three
+// rotated in every round; prints off/plain and P/off.
+// --logger L: the hand loop against Volt with the loggers L, the progress bar and
+// checkpointing on (issue 18's "everything on" case).
 #include <ATen/ops/cross_entropy_loss.h>
 #include <ATen/ops/randperm.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -22,6 +28,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
+#include <type_traits>
 #include <fstream>
 #include <iostream>
 #include <string>
@@ -45,7 +53,25 @@ struct Args {
   bool check_only = false;
   /// Non-empty: compare Volt at 32-true with Volt at this precision instead.
   std::string compare_precision;
+  /// Non-empty: plain vs Volt (profiler off) vs Volt with this profiler.
+  std::string profiler;
+  /// Non-empty: plain vs Volt with these loggers, the progress bar and checkpointing.
+  std::vector<std::string> loggers;
 };
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    const size_t comma = s.find(',', start);
+    const std::string item = s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (item.empty()) throw volt::ConfigError("--logger '" + s + "' has an empty name; use e.g. csv,tensorboard");
+    out.push_back(item);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
 
 Args parse(int argc, char** argv) {
   Args a;
@@ -64,10 +90,15 @@ Args parse(int argc, char** argv) {
     else if (k == "--logging") a.logging = next();
     else if (k == "--check-only") a.check_only = true;
     else if (k == "--compare-precision") a.compare_precision = next();
+    else if (k == "--profiler") a.profiler = next();
+    else if (k == "--logger") a.loggers = split_commas(next());
     else if (k == "--help" || k == "-h") {
       std::cout << "trainer_vs_loop [--model mlp|cnn] [--train-size N] [--batch-size B] [--epochs E] [--rounds R]\n"
                    "                [--threads T] [--logging off|on|both] [--check-only]\n"
-                   "                [--compare-precision bf16-mixed]   (Volt 32-true vs Volt at that precision)\n";
+                   "                [--compare-precision bf16-mixed]   (Volt 32-true vs Volt at that precision)\n"
+                   "                [--profiler simple|advanced|pytorch] (plain vs Volt off vs Volt with it)\n"
+                   "                [--logger csv,tensorboard]  (plain vs Volt with those loggers, progress bar,\n"
+                   "                                             checkpointing)\n";
       std::exit(0);
     } else {
       throw volt::ConfigError("unknown argument " + k + "; see --help");
@@ -148,8 +179,32 @@ double run_plain(const Args& a, const at::Tensor& x, const at::Tensor& y, std::v
   return s / static_cast<double>(a.epochs);
 }
 
-double run_volt(const Args& a, const at::Tensor& x, const at::Tensor& y, bool logging, const std::string& root,
+/// What the Volt side turns on beyond the bare loop.
+struct VoltSide {
+  bool logging = false;  ///< progress bar + the default logger (+ ctx.log of the loss)
+  std::string profiler;
+  std::vector<std::string> loggers;  ///< non-empty: these loggers (implies logging)
+  bool checkpointing = false;
+};
+
+/// Sets the `logger` option to `names`: a list once the option takes logger names (tboard's
+/// branch); before that only the default CSV logger exists.
+template <typename Options>
+void set_loggers(Options& o, const std::vector<std::string>& names) {
+  if constexpr (std::is_assignable_v<decltype((o.logger)), std::vector<std::string>>) {
+    o.logger = names;
+  } else {
+    if (names != std::vector<std::string>{"csv"}) {
+      throw volt::ConfigError("--logger: this build's logger option is a bool (the CSV logger); only --logger csv "
+                              "works here. Other logger names need the logger registry.");
+    }
+    o.logger = true;
+  }
+}
+
+double run_volt(const Args& a, const at::Tensor& x, const at::Tensor& y, const VoltSide& side, const std::string& root,
                 std::vector<at::Tensor>* weights, const std::string& precision = "32-true") {
+  const bool logging = side.logging || !side.loggers.empty();
   at::manual_seed(kSeed);
   BenchModule module(a.model, logging);
   volt::data::DataLoaderOptions lo;
@@ -163,13 +218,15 @@ double run_volt(const Args& a, const at::Tensor& x, const at::Tensor& y, bool lo
   volt::TrainerOptions o;
   o.max_epochs = a.epochs;
   o.num_threads = a.threads;
-  o.enable_checkpointing = false;
+  o.enable_checkpointing = side.checkpointing;
   o.enable_model_summary = false;
   o.num_sanity_val_steps = 0;
   o.enable_progress_bar = logging;
   o.logger = logging;
+  if (!side.loggers.empty()) set_loggers(o, side.loggers);
   o.default_root_dir = root;
   o.precision = precision;
+  o.profiler = side.profiler;
   // The bar draws as on a terminal (the costlier mode: redraws in place) into /dev/null,
   // so the benchmark's own output stays readable.
   static std::ofstream devnull("/dev/null");
@@ -181,9 +238,12 @@ double run_volt(const Args& a, const at::Tensor& x, const at::Tensor& y, bool lo
     callbacks.push_back(std::make_shared<volt::callbacks::ProgressBar>(po));
   }
   volt::Trainer trainer(o, callbacks);
+  // The profiler's table (printed at the end of fit) goes to /dev/null too; it is still written.
+  std::streambuf* const cout_buf = side.profiler.empty() ? nullptr : std::cout.rdbuf(devnull.rdbuf());
   const auto t0 = Clock::now();
   trainer.fit(module, loader);
   const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (cout_buf) std::cout.rdbuf(cout_buf);
   if (weights) {
     weights->clear();
     for (auto& p : module.parameters()) weights->push_back(p.detach().clone());
@@ -229,11 +289,11 @@ int main(int argc, char** argv) {
       std::vector<double> fp32, other;
       for (int64_t r = 0; r < a.rounds; ++r) {
         if (r % 2 == 0) {
-          fp32.push_back(run_volt(a, x, y, false, root, nullptr));
-          other.push_back(run_volt(a, x, y, false, root, nullptr, a.compare_precision));
+          fp32.push_back(run_volt(a, x, y, {}, root, nullptr));
+          other.push_back(run_volt(a, x, y, {}, root, nullptr, a.compare_precision));
         } else {
-          other.push_back(run_volt(a, x, y, false, root, nullptr, a.compare_precision));
-          fp32.push_back(run_volt(a, x, y, false, root, nullptr));
+          other.push_back(run_volt(a, x, y, {}, root, nullptr, a.compare_precision));
+          fp32.push_back(run_volt(a, x, y, {}, root, nullptr));
         }
       }
       const double m32 = median(fp32), mo = median(other);
@@ -246,7 +306,7 @@ int main(int argc, char** argv) {
 
     std::vector<at::Tensor> wp, wv;
     run_plain(a, x, y, &wp);
-    run_volt(a, x, y, false, root, &wv);
+    run_volt(a, x, y, {}, root, &wv);
     const bool equal = equal_weights(wp, wv);
     std::printf("final weights bitwise equal (progress bar and logging off): %s\n", equal ? "yes" : "NO");
     if (a.check_only) {
@@ -255,6 +315,49 @@ int main(int argc, char** argv) {
     }
 
     int status = equal ? 0 : 1;
+    if (!a.profiler.empty() || !a.loggers.empty()) {
+      // Several sides, rotated every round (ABC, BCA, CAB, ...): drift in machine speed
+      // falls on each alike.
+      struct Side {
+        std::string label;
+        std::function<double()> run;
+        std::vector<double> s;
+      };
+      std::vector<Side> sides;
+      sides.push_back({"plain", [&] { return run_plain(a, x, y, nullptr); }, {}});
+      if (!a.profiler.empty()) {
+        sides.push_back({"volt, profiler off", [&] { return run_volt(a, x, y, {}, root, nullptr); }, {}});
+        VoltSide p;
+        p.profiler = a.profiler;
+        sides.push_back({"volt, profiler=" + a.profiler, [&a, &x, &y, &root, p] { return run_volt(a, x, y, p, root, nullptr); }, {}});
+      }
+      if (!a.loggers.empty()) {
+        VoltSide full;
+        full.loggers = a.loggers;
+        full.checkpointing = true;
+        std::string names;
+        for (const auto& l : a.loggers) names += (names.empty() ? "" : ",") + l;
+        sides.push_back({"volt, logger=" + names + " + bar + ckpt",
+                         [&a, &x, &y, &root, full] { return run_volt(a, x, y, full, root, nullptr); }, {}});
+      }
+      for (int64_t r = 0; r < a.rounds; ++r) {
+        for (size_t k = 0; k < sides.size(); ++k) {
+          Side& side = sides[(k + static_cast<size_t>(r)) % sides.size()];
+          side.s.push_back(side.run());
+        }
+      }
+      const double mp = median(sides[0].s);
+      for (const Side& side : sides) {
+        const double m = median(side.s);
+        std::printf("%-44s %8.4f s/epoch (%7.1f steps/s)  vs plain %.4f\n", side.label.c_str(), m,
+                    static_cast<double>(steps) / m, m / mp);
+      }
+      if (!a.profiler.empty()) {
+        std::printf("profiler=%s over profiler off: %.4f\n", a.profiler.c_str(), median(sides[2].s) / median(sides[1].s));
+      }
+      std::filesystem::remove_all(root);
+      return status;
+    }
     for (const bool logging : {false, true}) {
       if ((logging && a.logging == "off") || (!logging && a.logging == "on")) continue;
       std::vector<double> plain, volt_s;
@@ -262,9 +365,9 @@ int main(int argc, char** argv) {
         // A B, then B A: drift in machine speed hits both sides alike.
         if (r % 2 == 0) {
           plain.push_back(run_plain(a, x, y, nullptr));
-          volt_s.push_back(run_volt(a, x, y, logging, root, nullptr));
+          volt_s.push_back(run_volt(a, x, y, VoltSide{logging}, root, nullptr));
         } else {
-          volt_s.push_back(run_volt(a, x, y, logging, root, nullptr));
+          volt_s.push_back(run_volt(a, x, y, VoltSide{logging}, root, nullptr));
           plain.push_back(run_plain(a, x, y, nullptr));
         }
       }

@@ -7,4 +7,5 @@
 #include "volt/core.h"
 #include "volt/data.h"
 #include "volt/loggers.h"
+#include "volt/profilers.h"
 #include "volt/trainer.h"

@@ -320,6 +320,7 @@ const std::vector<TrainerField>& trainer_fields() {
             "true: the CSV logger; false: none; or logger names, e.g. tensorboard or csv,tensorboard (one "
             "version_N folder)"),
       field("log_every_n_steps", &O::log_every_n_steps, "log metrics every n training steps"),
+      field("profiler", &O::profiler, "time every hook and step: simple, advanced or pytorch; empty: off"),
   };
   return fields;
 }

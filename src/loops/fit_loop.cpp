@@ -34,10 +34,10 @@ void FitLoop::run_sanity_check() {
   if (!val || steps == 0 || ctx_.state.num_val_batches == 0) return;
   const int64_t n = steps < 0 ? ctx_.state.num_val_batches : std::min(steps, ctx_.state.num_val_batches);
   using CB = callbacks::Callback;
-  ctx_.callbacks.call([&](CB& cb) { cb.on_sanity_check_start(ctx_.view); });
+  ctx_.hooks.callbacks(Hook::on_sanity_check_start, [&](CB& cb) { cb.on_sanity_check_start(ctx_.view); });
   EvaluationLoop eval(ctx_, RunningStage::kSanityChecking);
   eval.run(*val, n);
-  ctx_.callbacks.call([&](CB& cb) { cb.on_sanity_check_end(ctx_.view); });
+  ctx_.hooks.callbacks(Hook::on_sanity_check_end, [&](CB& cb) { cb.on_sanity_check_end(ctx_.view); });
   // Sanity metrics come from an untrained model on a few batches: nobody should act on them.
   ctx_.logger.reset_metrics();
 }
@@ -74,10 +74,11 @@ void FitLoop::run() {
   // A restored or continued run may already be complete.
   if (done()) return;
 
-  ctx_.callbacks.call([&](CB& cb) { cb.on_train_start(view); });
-  ctx_.module.on_train_start();
+  const Hooks& hooks = ctx_.hooks;
+  hooks.callbacks(Hook::on_train_start, [&](CB& cb) { cb.on_train_start(view); });
+  hooks.module(Hook::on_train_start, [&] { ctx_.module.on_train_start(); });
   while (!done()) {
-    epoch_loop_.run();
+    hooks.action(Action::run_training_epoch, [&] { epoch_loop_.run(); });
     if (state.interrupted_by != 0) break;  // mid-epoch: the checkpoint says where to go on
     // An epoch that ran to its end (or was cut short by a stop) is complete.
     state.current_epoch += 1;
@@ -87,8 +88,8 @@ void FitLoop::run() {
     if (state.should_stop && !min_reached()) epoch_loop_.announce_held_stop();
   }
   state.stage = RunningStage::kNone;
-  ctx_.callbacks.call([&](CB& cb) { cb.on_train_end(view); });
-  ctx_.module.on_train_end();
+  hooks.callbacks(Hook::on_train_end, [&](CB& cb) { cb.on_train_end(view); });
+  hooks.module(Hook::on_train_end, [&] { ctx_.module.on_train_end(); });
 }
 
 }  // namespace volt::loops

@@ -18,27 +18,31 @@ std::vector<at::Tensor> PredictionLoop::run(data::DataLoader& loader, int64_t ma
   const bool was_training = module.is_training();
   module.eval();
   using CB = callbacks::Callback;
-  ctx_.callbacks.call([&](CB& cb) { cb.on_predict_start(view); });
-  module.on_predict_start();
-  module.on_predict_epoch_start();
+  const Hooks& hooks = ctx_.hooks;
+  auto run_guard = hooks.scoped(Action::run_predict);
+  hooks.callbacks(Hook::on_predict_start, [&](CB& cb) { cb.on_predict_start(view); });
+  hooks.module(Hook::on_predict_start, [&] { module.on_predict_start(); });
+  hooks.module(Hook::on_predict_epoch_start, [&] { module.on_predict_epoch_start(); });
   std::vector<at::Tensor> out;
   out.reserve(static_cast<size_t>(max_batches));
   loader.set_epoch(0);
   auto stream = loader.stream();
   for (int64_t i = 0; i < max_batches; ++i) {
-    auto batch = stream->next();
+    auto batch = hooks.action(Action::predict_next, [&] { return stream->next(); });
     if (!batch) break;
-    ctx_.strategy.batch_to_device(*batch);
+    hooks.action(Action::batch_to_device, [&] { ctx_.strategy.batch_to_device(*batch); });
     state.batch_idx = i;
     step_ctx.set_batch(i, detail::batch_size_of(*batch));
-    ctx_.callbacks.call([&](CB& cb) { cb.on_predict_batch_start(view, *batch, i); });
-    at::Tensor prediction = ctx_.strategy.predict_step(module, *batch, step_ctx);
+    hooks.callbacks(Hook::on_predict_batch_start, [&](CB& cb) { cb.on_predict_batch_start(view, *batch, i); });
+    at::Tensor prediction =
+        hooks.action(Action::predict_step, [&] { return ctx_.strategy.predict_step(module, *batch, step_ctx); });
     out.push_back(prediction.defined() ? prediction.to(at::kCPU) : prediction);
-    ctx_.callbacks.call([&](CB& cb) { cb.on_predict_batch_end(view, *batch, i); });
+    hooks.callbacks(Hook::on_predict_batch_end, [&](CB& cb) { cb.on_predict_batch_end(view, *batch, i); });
+    hooks.step();
   }
-  module.on_predict_epoch_end();
-  ctx_.callbacks.call([&](CB& cb) { cb.on_predict_end(view); });
-  module.on_predict_end();
+  hooks.module(Hook::on_predict_epoch_end, [&] { module.on_predict_epoch_end(); });
+  hooks.callbacks(Hook::on_predict_end, [&](CB& cb) { cb.on_predict_end(view); });
+  hooks.module(Hook::on_predict_end, [&] { module.on_predict_end(); });
   if (was_training) module.train();
   state.stage = RunningStage::kNone;
   return out;

@@ -98,6 +98,7 @@ void TrainingEpochLoop::run() {
   auto& strategy = ctx_.strategy;
   const auto& o = ctx_.options;
   using CB = callbacks::Callback;
+  const Hooks& hooks = ctx_.hooks;
 
   auto& loader = *ctx_.data.train_loader();
   const int64_t num_batches = state.num_training_batches;
@@ -110,46 +111,50 @@ void TrainingEpochLoop::run() {
   module.train();
 
   ctx_.logger.begin_epoch(RunningStage::kTraining);
-  ctx_.callbacks.call([&](CB& cb) { cb.on_train_epoch_start(view); });
+  hooks.callbacks(Hook::on_train_epoch_start, [&](CB& cb) { cb.on_train_epoch_start(view); });
   step_ctx.set_in_epoch_hook(true);
-  module.on_train_epoch_start();
+  hooks.module(Hook::on_train_epoch_start, [&] { module.on_train_epoch_start(); });
   step_ctx.set_in_epoch_hook(false);
 
   loader.set_epoch(state.current_epoch);
   auto stream = loader.stream(state.batches_done);
   for (int64_t batch_idx = state.batches_done; batch_idx < num_batches; ++batch_idx) {
-    auto next = stream->next();
+    auto next = hooks.action(Action::train_dataloader_next, [&] { return stream->next(); });
     if (!next) break;
     Batch& batch = *next;
-    strategy.batch_to_device(batch);
+    hooks.action(Action::batch_to_device, [&] { strategy.batch_to_device(batch); });
     state.batch_idx = batch_idx;
     step_ctx.set_batch(batch_idx, detail::batch_size_of(batch));
 
-    ctx_.callbacks.call([&](CB& cb) { cb.on_train_batch_start(view, batch, batch_idx); });
-    if (!module.on_train_batch_start(batch, batch_idx)) break;
+    hooks.callbacks(Hook::on_train_batch_start, [&](CB& cb) { cb.on_train_batch_start(view, batch, batch_idx); });
+    if (!hooks.module(Hook::on_train_batch_start, [&] { return module.on_train_batch_start(batch, batch_idx); })) break;
 
     // The last batches of an epoch step even when fewer than `accumulate` remain.
     const bool step_now = (batch_idx + 1) % accumulate == 0 || batch_idx + 1 == num_batches;
-    // Micro-batches before the last of an accumulation keep their gradients local.
-    std::optional<strategies::Strategy::NoSyncGuard> no_sync;
-    if (automatic && !step_now) no_sync.emplace(strategy.no_sync());
-    at::Tensor loss = strategy.training_step(module, batch, step_ctx);
+    at::Tensor loss;
     bool stepped = false;
-    if (automatic) {
-      // An undefined loss skips backward only: as in Lightning, the window's optimizer step
-      // still runs (on the gradients accumulated so far, if any) and counts.
-      if (loss.defined()) detail::run_backward(ctx_, accumulate > 1 ? loss / static_cast<double>(accumulate) : loss);
-      if (step_now) {
-        detail::run_optimizer_step(ctx_, 0);
-        step_schedulers(Interval::kStep);
-        stepped = true;
+    {
+      auto batch_guard = hooks.scoped(Action::run_training_batch);
+      // Micro-batches before the last of an accumulation keep their gradients local.
+      std::optional<strategies::Strategy::NoSyncGuard> no_sync;
+      if (automatic && !step_now) no_sync.emplace(strategy.no_sync());
+      loss = hooks.action(Action::training_step, [&] { return strategy.training_step(module, batch, step_ctx); });
+      if (automatic) {
+        // An undefined loss skips backward only: as in Lightning, the window's optimizer step
+        // still runs (on the gradients accumulated so far, if any) and counts.
+        if (loss.defined()) detail::run_backward(ctx_, accumulate > 1 ? loss / static_cast<double>(accumulate) : loss);
+        if (step_now) {
+          detail::run_optimizer_step(ctx_, 0);
+          step_schedulers(Interval::kStep);
+          stepped = true;
+        }
       }
     }
     ++state.batches_seen;
     state.batches_done = batch_idx + 1;
     const bool last = batch_idx + 1 == num_batches;
-    module.on_train_batch_end(loss, batch, batch_idx);
-    ctx_.callbacks.call([&](CB& cb) { cb.on_train_batch_end(view, loss, batch, batch_idx); });
+    hooks.module(Hook::on_train_batch_end, [&] { module.on_train_batch_end(loss, batch, batch_idx); });
+    hooks.callbacks(Hook::on_train_batch_end, [&](CB& cb) { cb.on_train_batch_end(view, loss, batch, batch_idx); });
     // Lightning's order: step values reach the loggers after the batch-end hooks (a stop
     // requested there is logged with this batch), at the batches_that_stepped of before this
     // batch; a batch that only accumulates gradients logs nothing.
@@ -160,6 +165,7 @@ void TrainingEpochLoop::run() {
     const bool can_stop = detail::can_stop_early(ctx_);
     if (should_validate_after(batch_idx, num_batches, state.should_stop && can_stop)) run_validation();
     if (!accumulating) ++state.batches_that_stepped;
+    hooks.step();
     if (interrupted(stepped || !automatic)) return;
     // A stop requested during this batch or its validation takes effect now, once the
     // minimums are met (Lightning checks between batches; so the next batch never starts).
@@ -171,14 +177,14 @@ void TrainingEpochLoop::run() {
   // Lightning's order: other callbacks, the module (which may still log), then the epoch
   // aggregates, then the monitoring callbacks (ModelCheckpoint, EarlyStopping), which so
   // see every metric of the epoch.
-  ctx_.callbacks.call_monitoring(false, [&](CB& cb) { cb.on_train_epoch_end(view); });
+  hooks.monitoring_callbacks(false, Hook::on_train_epoch_end, [&](CB& cb) { cb.on_train_epoch_end(view); });
   step_ctx.set_in_epoch_hook(true);
-  module.on_train_epoch_end();
+  hooks.module(Hook::on_train_epoch_end, [&] { module.on_train_epoch_end(); });
   step_ctx.set_in_epoch_hook(false);
   // Lightning logs the epoch's aggregates one step back (batches_that_stepped - 1): at the
   // step of the epoch's last step row.
   ctx_.logger.end_epoch(RunningStage::kTraining, state.batches_that_stepped - 1, state.current_epoch);
-  ctx_.callbacks.call_monitoring(true, [&](CB& cb) { cb.on_train_epoch_end(view); });
+  hooks.monitoring_callbacks(true, Hook::on_train_epoch_end, [&](CB& cb) { cb.on_train_epoch_end(view); });
 }
 
 }  // namespace volt::loops

@@ -52,6 +52,7 @@ Trainer::Trainer(TrainerOptions options, std::vector<std::shared_ptr<callbacks::
     options_ = apply_fast_dev_run(std::move(options));
     state_.default_root_dir = options_.default_root_dir;
     impl_ = std::make_unique<Impl>(*this, std::move(callbacks), std::move(loggers), std::move(precision_plugins));
+    impl_->profiler_ = profilers::make_profiler(options_.profiler);
     state_.is_global_zero = impl_->strategy_->is_global_zero();
     state_.world_size = impl_->strategy_->world_size();
     if (options_.seed) seed_everything(*options_.seed);
@@ -90,6 +91,18 @@ std::string Trainer::best_model_path() const {
 }
 strategies::Strategy& Trainer::strategy() const {
   return *impl_->strategy_;
+}
+
+void Trainer::set_profiler(std::shared_ptr<profilers::Profiler> profiler) {
+  if (state_.fn != TrainerFn::kNone) {
+    throw Error(std::string("set_profiler was called while a stage runs (") + to_string(state_.fn) +
+                "); set the profiler before fit, validate, test or predict.");
+  }
+  impl_->profiler_ = std::move(profiler);
+}
+
+profilers::Profiler* Trainer::profiler() const {
+  return impl_->profiler_.get();
 }
 
 void Trainer::set_max_steps(int64_t max_steps) {
@@ -165,6 +178,10 @@ auto run_stage(Trainer::Impl& impl, TrainerState& state, Module& module, connect
     phase = {"setting up the process group and devices", ErrorKind::kDistributed};
     strategy.setup_environment();
     impl.logger_connector_.sync_across_ranks();
+    if (auto* profiler = impl.profiler_.get()) {
+      phase = {"setting up the profiler", ErrorKind::kError};
+      profiler->setup(name, impl.log_dir(), strategy.global_rank(), strategy.world_size());
+    }
     phase = {"preparing the data (DataModule prepare_data/setup, " + name + ")", ErrorKind::kData};
     data.prepare(stage, strategy.local_rank() == 0);
     data.distribute(strategy.world_size(), strategy.global_rank());
@@ -178,6 +195,11 @@ auto run_stage(Trainer::Impl& impl, TrainerState& state, Module& module, connect
     impl.callback_connector_.call([&](CB& cb) { cb.teardown(impl, stage); });
     module.teardown(stage);
     data.teardown(stage);
+    if (auto* profiler = impl.profiler_.get()) {
+      phase = {"writing the profiler's report", ErrorKind::kError};
+      profiler->describe();
+      profiler->teardown();
+    }
     impl.logger_connector_.finalize("success");
     strategy.teardown();
     state.fn = TrainerFn::kNone;
@@ -199,6 +221,14 @@ auto run_stage(Trainer::Impl& impl, TrainerState& state, Module& module, connect
           // The original error is the one to report.
         }
       });
+    }
+    try {
+      // What was timed up to the failure is reported too (Lightning's _teardown).
+      if (auto* profiler = impl.profiler_.get()) {
+        profiler->describe();
+        profiler->teardown();
+      }
+    } catch (...) {
     }
     try {
       strategy.on_exception();
@@ -342,12 +372,13 @@ void Trainer::run_fit(Module& module, connectors::DataConnector& data, const std
     state_.interrupt_checkpoint.clear();
     auto ctx = impl.loop_context(module, data, &signals);
     phase = {"training (training_step, validation_step, backward, optimizer step, callbacks)", ErrorKind::kError};
-    impl.callback_connector_.call([&](CB& cb) { cb.on_fit_start(impl); });
-    module.on_fit_start();
+    using loops::Hook;
+    ctx.hooks.callbacks(Hook::on_fit_start, [&](CB& cb) { cb.on_fit_start(impl); });
+    ctx.hooks.module(Hook::on_fit_start, [&] { module.on_fit_start(); });
     loops::FitLoop fit_loop(ctx);
     fit_loop.run();
-    impl.callback_connector_.call([&](CB& cb) { cb.on_fit_end(impl); });
-    module.on_fit_end();
+    ctx.hooks.callbacks(Hook::on_fit_end, [&](CB& cb) { cb.on_fit_end(impl); });
+    ctx.hooks.module(Hook::on_fit_end, [&] { module.on_fit_end(); });
     return 0;
   });
   if (spawn_worker) spawn_worker_finish(Stage::kFit, nullptr, nullptr);

@@ -7,8 +7,10 @@
 #include "volt/connectors/signal_connector.h"
 #include "volt/core/error.h"
 #include "volt/core/file_check.h"
+#include "volt/core/printable.h"
 #include "volt/core/registry.h"
 #include "volt/loggers/logger_registry.h"
+#include "volt/profilers/profiler.h"
 #include "volt/trainer/trainer.h"
 
 namespace volt {
@@ -106,6 +108,10 @@ void validate_trainer_options(const TrainerOptions& o) {
   check(o.fast_dev_run >= 0, "fast_dev_run=" + n(o.fast_dev_run) +
                                  " is negative. Use 0 (off), 1 (true) or a number of batches.");
   check(o.log_every_n_steps >= 1, "log_every_n_steps=" + n(o.log_every_n_steps) + " is not valid. Use 1 or more.");
+  if (!o.profiler.empty() && !profilers::profiler_registry().contains(o.profiler)) {
+    throw ConfigError("profiler='" + printable(o.profiler) + "' is not known. Known profiler names: " +
+                      profilers::profiler_registry().known_keys() + "; or \"\" for no profiler.");
+  }
   check(o.num_threads >= 0, "num_threads=" + n(o.num_threads) + " is negative. Use 0 (all cores) or a count.");
   check(o.num_threads <= max_num_threads(),
         "num_threads=" + n(o.num_threads) + " is more than 4 threads per core of this machine (" +

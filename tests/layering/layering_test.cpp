@@ -40,7 +40,7 @@ const std::map<std::string, Layer>& layers() {
     std::set<std::string> connectors = strategies;
     connectors.insert({"strategies", "callbacks", "loggers"});
     std::set<std::string> loops = connectors;
-    loops.insert("connectors");
+    loops.insert({"connectors", "profilers"});
     std::set<std::string> trainer = loops;
     trainer.insert("loops");
     return std::map<std::string, Layer>{
@@ -52,6 +52,7 @@ const std::map<std::string, Layer>& layers() {
         {"checkpoint_io", {1, core}},
         {"callbacks", {1, core}},
         {"loggers", {1, core}},
+        {"profilers", {1, {"core", "checkpoint_io"}}},
         {"strategies", {2, strategies}},
         {"connectors", {3, connectors}},
         {"loops", {4, loops}},

@@ -90,6 +90,11 @@ struct TrainerOptions {
   /// {"csv", "tensorboard"} (several write into one lightning_logs/version_N).
   LoggerOption logger = true;
   int64_t log_every_n_steps = 50;
+  /// Times the run's actions (hooks, steps, backward, data fetching, checkpointing): "" (off),
+  /// "simple", "advanced", "pytorch", or a name added with profilers::register_profiler. The
+  /// report goes to `<log_dir>/<stage>-profile.txt` (and `<stage>-trace.json` for "pytorch").
+  /// Trainer::set_profiler gives a profiler object instead.
+  std::string profiler;
 };
 
 }  // namespace volt

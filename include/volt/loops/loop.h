@@ -11,6 +11,7 @@
 #include "volt/core/trainer_options.h"
 #include "volt/core/trainer_state.h"
 #include "volt/core/trainer_view.h"
+#include "volt/loops/hooks.h"
 #include "volt/strategies/strategy.h"
 
 namespace volt::loops {
@@ -29,6 +30,8 @@ struct LoopContext {
   std::vector<LRSchedulerConfig>& lr_schedulers;
   /// Termination signals caught during fit (nullptr outside fit).
   const connectors::SignalConnector* signals = nullptr;
+  /// Every hook and loop action goes through it (and so through the profiler, when one is set).
+  Hooks hooks;
 };
 
 /// A loop runs one level of a stage (an epoch, the batches of an evaluation, ...).

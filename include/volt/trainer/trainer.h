@@ -15,6 +15,7 @@
 #include "volt/data/datamodule.h"
 #include "volt/loggers/logger.h"
 #include "volt/precision/precision.h"
+#include "volt/profilers/profiler.h"
 #include "volt/strategies/strategy.h"
 
 namespace volt::connectors {
@@ -88,6 +89,11 @@ class Trainer {
   /// The first ModelCheckpoint's best checkpoint so far ("" when none).
   std::string best_model_path() const;
   strategies::Strategy& strategy() const;
+  /// Uses `profiler` for the stages that follow, instead of the `profiler` option's (Lightning's
+  /// Trainer(profiler=<object>)); nullptr turns profiling off. Call it between stages, not during one.
+  void set_profiler(std::shared_ptr<profilers::Profiler> profiler);
+  /// The profiler in use (nullptr: none).
+  profilers::Profiler* profiler() const;
 
  private:
   void run_fit(Module& module, connectors::DataConnector& data, const std::string& ckpt_path);

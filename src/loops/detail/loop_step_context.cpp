@@ -48,24 +48,29 @@ void LoopStepContext::optimizer_zero_grad(size_t i) {
 }
 
 void run_backward(LoopContext& ctx, const at::Tensor& loss) {
-  ctx.callbacks.call([&](callbacks::Callback& cb) { cb.on_before_backward(ctx.view, loss); });
-  ctx.module.on_before_backward(loss);
-  ctx.strategy.backward(loss);
-  ctx.callbacks.call([&](callbacks::Callback& cb) { cb.on_after_backward(ctx.view); });
-  ctx.module.on_after_backward();
+  const Hooks& hooks = ctx.hooks;
+  hooks.callbacks(Hook::on_before_backward, [&](callbacks::Callback& cb) { cb.on_before_backward(ctx.view, loss); });
+  hooks.module(Hook::on_before_backward, [&] { ctx.module.on_before_backward(loss); });
+  hooks.action(Action::backward, [&] { ctx.strategy.backward(loss); });
+  hooks.callbacks(Hook::on_after_backward, [&](callbacks::Callback& cb) { cb.on_after_backward(ctx.view); });
+  hooks.module(Hook::on_after_backward, [&] { ctx.module.on_after_backward(); });
 }
 
 bool run_optimizer_step(LoopContext& ctx, size_t index) {
   auto& optimizer = *ctx.optimizers[index];
-  const bool stepped = ctx.strategy.optimizer_step(optimizer, [&] {
-    // Gradients are unscaled here: hooks and clipping see their true values.
-    ctx.callbacks.call([&](callbacks::Callback& cb) { cb.on_before_optimizer_step(ctx.view, optimizer, index); });
-    ctx.module.on_before_optimizer_step(optimizer, index);
-    if (ctx.options.gradient_clip_val > 0.0) {
-      ctx.strategy.clip_gradients(optimizer, ctx.options.gradient_clip_val,
-                                  ctx.options.gradient_clip_algorithm == "value" ? precision::ClipAlgorithm::kValue
-                                                                                 : precision::ClipAlgorithm::kNorm);
-    }
+  const Hooks& hooks = ctx.hooks;
+  const bool stepped = hooks.action(Action::optimizer_step, [&] {
+    return ctx.strategy.optimizer_step(optimizer, [&] {
+      // Gradients are unscaled here: hooks and clipping see their true values.
+      hooks.callbacks(Hook::on_before_optimizer_step,
+                      [&](callbacks::Callback& cb) { cb.on_before_optimizer_step(ctx.view, optimizer, index); });
+      hooks.module(Hook::on_before_optimizer_step, [&] { ctx.module.on_before_optimizer_step(optimizer, index); });
+      if (ctx.options.gradient_clip_val > 0.0) {
+        ctx.strategy.clip_gradients(optimizer, ctx.options.gradient_clip_val,
+                                    ctx.options.gradient_clip_algorithm == "value" ? precision::ClipAlgorithm::kValue
+                                                                                   : precision::ClipAlgorithm::kNorm);
+      }
+    });
   });
   ++ctx.state.global_step;
   run_zero_grad(ctx, index);
@@ -74,15 +79,19 @@ bool run_optimizer_step(LoopContext& ctx, size_t index) {
 
 void run_zero_grad(LoopContext& ctx, size_t index) {
   auto& optimizer = *ctx.optimizers[index];
-  ctx.callbacks.call([&](callbacks::Callback& cb) { cb.on_before_zero_grad(ctx.view, optimizer); });
-  ctx.module.on_before_zero_grad(optimizer);
+  const Hooks& hooks = ctx.hooks;
+  hooks.callbacks(Hook::on_before_zero_grad,
+                  [&](callbacks::Callback& cb) { cb.on_before_zero_grad(ctx.view, optimizer); });
+  hooks.module(Hook::on_before_zero_grad, [&] { ctx.module.on_before_zero_grad(optimizer); });
   // Set to none (PyTorch 2.x's default): no memset, and the next backward writes fresh
   // gradients. Works on LibTorch 1.13, whose zero_grad() only zeroes.
-  for (auto& group : optimizer.param_groups()) {
-    for (auto& p : group.params()) {
-      if (p.mutable_grad().defined()) p.mutable_grad() = at::Tensor();
+  hooks.action(Action::optimizer_zero_grad, [&] {
+    for (auto& group : optimizer.param_groups()) {
+      for (auto& p : group.params()) {
+        if (p.mutable_grad().defined()) p.mutable_grad() = at::Tensor();
+      }
     }
-  }
+  });
 }
 
 }  // namespace volt::loops::detail

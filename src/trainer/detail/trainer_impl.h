@@ -19,6 +19,7 @@
 #include "volt/loggers/csv_logger.h"
 #include "volt/loggers/logger_registry.h"
 #include "volt/loops/loop.h"
+#include "volt/profilers/profiler.h"
 #include "volt/trainer/trainer.h"
 
 namespace volt {
@@ -111,6 +112,7 @@ class Trainer::Impl : public TrainerView {
   void save_checkpoint(const std::string& path, bool weights_only) override {
     if (owner_.options_.fast_dev_run > 0) return;  // Lightning: fast_dev_run writes no checkpoints
     if (module_ == nullptr) throw Error("save_checkpoint('" + path + "') before any stage ran: nothing to save.");
+    profilers::Profiler::Guard timed(profiler_.get(), profiler_ ? profiler_->action_id("save_checkpoint") : 0);
     checkpoint_connector_.save(parts(), path, weights_only, logger_connector_.version());
   }
   void save_weights_safetensors(const std::string& path) override {
@@ -206,7 +208,8 @@ class Trainer::Impl : public TrainerView {
                                   const connectors::SignalConnector* signals = nullptr) {
     return loops::LoopContext{owner_.options_, owner_.state_, module,           *strategy_, callback_connector_,
                               logger_connector_, data,         *this,           optimizers_, lr_schedulers_,
-                              signals};
+                              signals,
+                              loops::Hooks(callback_connector_, module, *strategy_, profiler_.get())};
   }
 
   /// ddp_spawn in the parent: stages run in spawned workers.
@@ -232,6 +235,8 @@ class Trainer::Impl : public TrainerView {
   connectors::LoggerConnector logger_connector_;
   connectors::CheckpointConnector checkpoint_connector_;
   Module* module_ = nullptr;
+  /// The `profiler` option's profiler or Trainer::set_profiler's; nullptr: profiling off.
+  std::shared_ptr<profilers::Profiler> profiler_;
   std::vector<std::shared_ptr<torch::optim::Optimizer>> optimizers_;
   std::vector<LRSchedulerConfig> lr_schedulers_;
   bool optimizers_configured_for_ = false;
