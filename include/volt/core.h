@@ -9,6 +9,7 @@
 #include "volt/core/error_boundary.h"
 #include "volt/core/file_check.h"
 #include "volt/core/input_file.h"
+#include "volt/core/logger_option.h"
 #include "volt/core/lr_scheduler.h"
 #include "volt/core/module.h"
 #include "volt/core/numbers.h"

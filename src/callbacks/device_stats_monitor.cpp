@@ -1,5 +1,6 @@
 #include "volt/callbacks/device_stats_monitor.h"
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -106,6 +107,70 @@ std::map<std::string, double> DeviceStatsMonitor::cuda_memory_stats(int device_i
 #endif
 }
 
+namespace {
+
+// NVML, the NVIDIA driver's management library, opened at run time (no CUDA toolkit or
+// driver needed to build or to run without a GPU). Its C ABI: nvmlInit_v2(),
+// nvmlDeviceGetHandleByIndex_v2(index, &device), nvmlDeviceGetUtilizationRates(device,
+// &{gpu, memory}); 0 is NVML_SUCCESS. The calls Lightning's DeviceStatsMonitor gets from
+// nvidia-smi (utilization.gpu, utilization.memory) without starting a process per row.
+struct Nvml {
+  using Init = int (*)();
+  using HandleByIndex = int (*)(unsigned, void**);
+  struct Utilization {
+    unsigned gpu;
+    unsigned memory;
+  };
+  using UtilizationRates = int (*)(void*, Utilization*);
+  Init init = nullptr;
+  HandleByIndex handle_by_index = nullptr;
+  UtilizationRates utilization = nullptr;
+  bool ready = false;
+
+  static const Nvml& get() {
+    static const Nvml nvml = [] {
+      Nvml n;
+      const char* path = std::getenv("VOLT_NVML_LIBRARY");
+      void* lib = ::dlopen(path != nullptr && *path != '\0' ? path : "libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+      if (lib == nullptr) return n;
+      n.init = reinterpret_cast<Init>(::dlsym(lib, "nvmlInit_v2"));
+      n.handle_by_index = reinterpret_cast<HandleByIndex>(::dlsym(lib, "nvmlDeviceGetHandleByIndex_v2"));
+      n.utilization = reinterpret_cast<UtilizationRates>(::dlsym(lib, "nvmlDeviceGetUtilizationRates"));
+      n.ready = n.init != nullptr && n.handle_by_index != nullptr && n.utilization != nullptr && n.init() == 0;
+      return n;
+    }();
+    return nvml;
+  }
+};
+
+/// NVML numbers devices as the driver does; CUDA_VISIBLE_DEVICES=2,3 makes cuda:0 the driver's 2.
+int driver_index(int cuda_index) {
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (visible == nullptr || *visible == '\0') return cuda_index;
+  std::stringstream in(visible);
+  std::string item;
+  for (int i = 0; std::getline(in, item, ','); ++i) {
+    if (i != cuda_index) continue;
+    char* end = nullptr;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    return end != item.c_str() && *end == '\0' && v >= 0 ? static_cast<int>(v) : -1;  // a UUID: unknown
+  }
+  return -1;
+}
+
+}  // namespace
+
+std::map<std::string, double> DeviceStatsMonitor::gpu_utilization(int device_index) {
+  const Nvml& nvml = Nvml::get();
+  const int index = driver_index(device_index);
+  if (!nvml.ready || index < 0) return {};
+  void* device = nullptr;
+  Nvml::Utilization u{};
+  if (nvml.handle_by_index(static_cast<unsigned>(index), &device) != 0 || nvml.utilization(device, &u) != 0) return {};
+  return {{"gpu_utilization_percent", static_cast<double>(u.gpu)},
+          {"gpu_memory_utilization_percent", static_cast<double>(u.memory)}};
+}
+
 void DeviceStatsMonitor::setup(TrainerView& view, Stage stage) {
   if (stage == Stage::kFit && !view.has_loggers()) {
     throw ConfigError(
@@ -137,9 +202,9 @@ MetricMap DeviceStatsMonitor::collect(const TrainerView& view) {
     last_ = now;
   }
   if (cuda) {
-    for (const auto& [key, value] : cuda_memory_stats(device.has_index() ? device.index() : 0)) {
-      out[options_.prefix + key] = value;
-    }
+    const int index = device.has_index() ? device.index() : 0;
+    for (const auto& [key, value] : cuda_memory_stats(index)) out[options_.prefix + key] = value;
+    for (const auto& [key, value] : gpu_utilization(index)) out[options_.prefix + key] = value;
   }
   return out;
 }

@@ -220,20 +220,14 @@ CSVLogger::CSVLogger(std::string save_dir, std::string name, std::optional<int64
   if (const std::string why = folder_problem(save_dir_, "CSVLogger save_dir", "Give a folder."); !why.empty()) {
     throw ConfigError(why);
   }
-  max_delay_ = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-      std::chrono::duration<double>(max_flush_delay_s));
+  pending_.set_max_delay(std::chrono::duration<double>(max_flush_delay_s));
   columns_.push_back(kStepColumn);
   column_index_[kStepColumn] = 0;
 }
 
 CSVLogger::~CSVLogger() {
-  stop_flusher();
-  size_t left = 0;
-  {
-    std::lock_guard<std::mutex> lock(rows_mutex_);
-    left = pending_.size();
-  }
-  if (left > 0) {
+  pending_.stop();
+  if (const size_t left = pending_.size(); left > 0) {
     try {
       save();
     } catch (const std::exception& e) {
@@ -316,37 +310,12 @@ void CSVLogger::log_hyperparams(const std::map<std::string, std::string>& params
   write_file_atomically(hparams_file_path(), std::string(out.c_str()) + "\n");
 }
 
-void CSVLogger::raise_flush_error() {
-  std::exception_ptr error;
-  {
-    std::lock_guard<std::mutex> lock(rows_mutex_);
-    std::swap(error, flush_error_);
-  }
-  if (error) std::rethrow_exception(error);
-}
-
 void CSVLogger::log_metrics(const MetricMap& metrics, int64_t step) {
-  bool write_now = false;
-  {
-    std::lock_guard<std::mutex> lock(rows_mutex_);
-    if (flush_error_) {
-      std::exception_ptr error;
-      std::swap(error, flush_error_);
-      std::rethrow_exception(error);
-    }
-    if (pending_.empty()) {
-      // One clock read per buffered batch of rows, not per row.
-      oldest_pending_ = std::chrono::steady_clock::now();
-      if (flusher_.joinable()) rows_changed_.notify_one();
-    }
-    pending_.emplace_back(step, metrics);
-    write_now = static_cast<int64_t>(pending_.size()) >= flush_every_;
-  }
-  if (write_now) {
-    save();
-  } else if (!flusher_.joinable()) {
-    start_flusher();
-  }
+  const bool write_now = pending_.add([&](Rows& rows) {
+    rows.emplace_back(step, metrics);
+    return static_cast<int64_t>(rows.size()) >= flush_every_;
+  });
+  if (write_now) save();
 }
 
 void CSVLogger::finalize(const std::string& /*status*/) { save(); }
@@ -359,46 +328,6 @@ void CSVLogger::follow_version(const std::string& version) {
   int64_t n = -1;
   const auto parsed = std::from_chars(first, last, n);
   if (first != last && parsed.ec == std::errc() && parsed.ptr == last && n >= 0) version_ = n;
-}
-
-void CSVLogger::start_flusher() {
-  std::lock_guard<std::mutex> lock(rows_mutex_);
-  if (flusher_.joinable() || stop_) return;
-  flusher_ = std::thread([this] { flusher_loop(); });
-}
-
-void CSVLogger::stop_flusher() {
-  {
-    std::lock_guard<std::mutex> lock(rows_mutex_);
-    stop_ = true;
-  }
-  rows_changed_.notify_all();
-  if (flusher_.joinable()) flusher_.join();
-}
-
-void CSVLogger::flusher_loop() {
-  std::unique_lock<std::mutex> lock(rows_mutex_);
-  while (!stop_) {
-    if (pending_.empty()) {
-      rows_changed_.wait(lock, [&] { return stop_ || !pending_.empty(); });
-      continue;
-    }
-    const auto due = oldest_pending_ + max_delay_;
-    if (std::chrono::steady_clock::now() < due) {
-      rows_changed_.wait_until(lock, due, [&] { return stop_ || pending_.empty(); });
-      continue;
-    }
-    lock.unlock();
-    try {
-      write_pending();
-    } catch (...) {
-      std::lock_guard<std::mutex> relock(rows_mutex_);
-      if (!flush_error_) flush_error_ = std::current_exception();
-      stop_ = true;  // the owner's thread reports it; writing on would fail the same way
-      return;
-    }
-    lock.lock();
-  }
 }
 
 void CSVLogger::register_columns(const Rows& rows) {
@@ -437,25 +366,18 @@ std::string CSVLogger::format_rows(const Rows& rows) const {
 }
 
 void CSVLogger::save() {
-  raise_flush_error();
+  pending_.raise_error();
   write_pending();
 }
 
 void CSVLogger::write_pending() {
   std::lock_guard<std::mutex> io(io_mutex_);
-  Rows rows;
-  {
-    std::lock_guard<std::mutex> lock(rows_mutex_);
-    rows.swap(pending_);
-  }
+  Rows rows = pending_.take();
   if (rows.empty()) return;
   try {
     write_rows(rows);
   } catch (...) {
-    // Keep the rows for the next attempt, in order.
-    std::lock_guard<std::mutex> lock(rows_mutex_);
-    rows.insert(rows.end(), std::make_move_iterator(pending_.begin()), std::make_move_iterator(pending_.end()));
-    pending_.swap(rows);
+    pending_.put_back(std::move(rows));  // for the next attempt, in order
     throw;
   }
 }

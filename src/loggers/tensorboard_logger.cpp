@@ -99,12 +99,11 @@ TensorBoardLogger::TensorBoardLogger(std::string save_dir, std::string name, std
   if (const std::string why = folder_problem(save_dir_, "TensorBoardLogger save_dir", "Give a folder."); !why.empty()) {
     throw ConfigError(why);
   }
-  max_delay_ =
-      std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(max_flush_delay_s));
+  pending_.set_max_delay(std::chrono::duration<double>(max_flush_delay_s));
 }
 
 TensorBoardLogger::~TensorBoardLogger() {
-  stop_flusher();
+  pending_.stop();
   try {
     write_pending();
   } catch (const std::exception& e) {
@@ -162,33 +161,13 @@ void TensorBoardLogger::follow_version(const std::string& version) {
   version_ = parse_version(version);
 }
 
-void TensorBoardLogger::raise_flush_error() {
-  std::exception_ptr error;
-  {
-    std::lock_guard<std::mutex> lock(pending_mutex_);
-    std::swap(error, flush_error_);
-  }
-  if (error) std::rethrow_exception(error);
-}
-
 void TensorBoardLogger::add_record(const std::string& event) {
-  raise_flush_error();
   const std::string record = tfrecord(event);
-  bool write_now = false;
-  {
-    std::lock_guard<std::mutex> lock(pending_mutex_);
-    if (pending_.empty()) {
-      oldest_pending_ = std::chrono::steady_clock::now();
-      if (flusher_.joinable()) pending_changed_.notify_one();
-    }
-    pending_ += record;
-    write_now = pending_.size() >= kMaxPendingBytes;
-  }
-  if (write_now) {
-    write_pending();
-  } else {
-    start_flusher();
-  }
+  const bool write_now = pending_.add([&](std::string& pending) {
+    pending += record;
+    return pending.size() >= kMaxPendingBytes;
+  });
+  if (write_now) write_pending();
 }
 
 void TensorBoardLogger::log_hyperparams(const std::map<std::string, std::string>& params) {
@@ -324,11 +303,7 @@ void TensorBoardLogger::open_file() {
 
 void TensorBoardLogger::write_pending() {
   std::lock_guard<std::mutex> io(io_mutex_);
-  std::string data;
-  {
-    std::lock_guard<std::mutex> lock(pending_mutex_);
-    data.swap(pending_);
-  }
+  std::string data = pending_.take();
   if (data.empty()) return;
   try {
     if (fd_ < 0) open_file();
@@ -336,14 +311,13 @@ void TensorBoardLogger::write_pending() {
   } catch (...) {
     // Keep the events for the next attempt, in order. (A write cut half-way would repeat
     // its first part; the reader then reports the torn record by its offset.)
-    std::lock_guard<std::mutex> lock(pending_mutex_);
-    pending_.insert(0, data);
+    pending_.put_back(std::move(data));
     throw;
   }
 }
 
 void TensorBoardLogger::save() {
-  raise_flush_error();
+  pending_.raise_error();
   write_pending();
 }
 
@@ -366,46 +340,6 @@ void TensorBoardLogger::finalize(const std::string& status) {
     const bool synced = ::fsync(fd) == 0;
     const int err = errno;
     if (::close(fd) != 0 || !synced) throw_os_error("flush", event_file_path(), synced ? errno : err);
-  }
-}
-
-void TensorBoardLogger::start_flusher() {
-  std::lock_guard<std::mutex> lock(pending_mutex_);
-  if (flusher_.joinable() || stop_) return;
-  flusher_ = std::thread([this] { flusher_loop(); });
-}
-
-void TensorBoardLogger::stop_flusher() {
-  {
-    std::lock_guard<std::mutex> lock(pending_mutex_);
-    stop_ = true;
-  }
-  pending_changed_.notify_all();
-  if (flusher_.joinable()) flusher_.join();
-}
-
-void TensorBoardLogger::flusher_loop() {
-  std::unique_lock<std::mutex> lock(pending_mutex_);
-  while (!stop_) {
-    if (pending_.empty()) {
-      pending_changed_.wait(lock, [&] { return stop_ || !pending_.empty(); });
-      continue;
-    }
-    const auto due = oldest_pending_ + max_delay_;
-    if (std::chrono::steady_clock::now() < due) {
-      pending_changed_.wait_until(lock, due, [&] { return stop_ || pending_.empty(); });
-      continue;
-    }
-    lock.unlock();
-    try {
-      write_pending();
-    } catch (...) {
-      std::lock_guard<std::mutex> relock(pending_mutex_);
-      if (!flush_error_) flush_error_ = std::current_exception();
-      stop_ = true;
-      return;
-    }
-    lock.lock();
   }
 }
 

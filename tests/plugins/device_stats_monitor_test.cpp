@@ -3,6 +3,7 @@
 #include "volt/callbacks/device_stats_monitor.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -171,4 +172,24 @@ TEST(DeviceStatsMonitor, KeysReachMetricsCsvWithPlausibleValues) {
     EXPECT_LE(used, 100.0);
   }
   EXPECT_EQ(steps, (std::vector<std::string>{"1", "3", "5", "7", "9"}));
+}
+
+TEST(DeviceStatsMonitor, GpuUtilisationComesFromNvmlThroughCudaVisibleDevices) {
+  // The NVML stand-in reports gpu = 10 * N + 7 and memory = N + 2 for the driver's device N.
+  ::setenv("VOLT_NVML_LIBRARY", VOLT_TEST_FAKE_NVML, 1);
+  ::setenv("CUDA_VISIBLE_DEVICES", "3,1", 1);
+  const auto first = DeviceStatsMonitor::gpu_utilization(0);  // the driver's device 3
+  const auto second = DeviceStatsMonitor::gpu_utilization(1);  // the driver's device 1
+  const auto beyond = DeviceStatsMonitor::gpu_utilization(2);  // not visible
+  ::setenv("CUDA_VISIBLE_DEVICES", "GPU-5f1c", 1);  // a UUID: no driver index to map to
+  const auto uuid = DeviceStatsMonitor::gpu_utilization(0);
+  ::unsetenv("CUDA_VISIBLE_DEVICES");
+  const auto plain = DeviceStatsMonitor::gpu_utilization(2);
+  ::unsetenv("VOLT_NVML_LIBRARY");
+  using Map = std::map<std::string, double>;
+  EXPECT_EQ(first, (Map{{"gpu_utilization_percent", 37}, {"gpu_memory_utilization_percent", 5}}));
+  EXPECT_EQ(second, (Map{{"gpu_utilization_percent", 17}, {"gpu_memory_utilization_percent", 3}}));
+  EXPECT_EQ(plain, (Map{{"gpu_utilization_percent", 27}, {"gpu_memory_utilization_percent", 4}}));
+  EXPECT_TRUE(beyond.empty());
+  EXPECT_TRUE(uuid.empty());
 }

@@ -27,7 +27,7 @@ TEST(DevicesSpec, CountBeyond64BitsIsAConfigErrorNamingIt) {
 }
 
 TEST(DevicesSpec, IdBeyond64BitsIsAConfigErrorNamingIt) {
-  for (const std::string text : {"0," + kBig, "[" + kBig + "]", kBig + ","}) {
+  for (const std::string& text : {"0," + kBig, "[" + kBig + "]", kBig + ","}) {
     const std::string message = error_message<ConfigError>([&] { volt::accelerators::DevicesSpec::parse(text); });
     EXPECT_NE(message.find("device id " + kBig), std::string::npos) << message;
   }
@@ -40,7 +40,7 @@ TEST(DevicesSpec, OrdinaryCountsAndIdsStillParse) {
 
 TEST(HardwareProbe, AssumedCountBeyond64BitsIsAConfigError) {
   const volt::Environ env;
-  for (const std::string spec : {"cuda=" + kBig, "gpu=" + kBig, "tpu=" + kBig}) {
+  for (const std::string& spec : {"cuda=" + kBig, "gpu=" + kBig, "tpu=" + kBig}) {
     const std::string message =
         error_message<ConfigError>([&] { volt::accelerators::HardwareProbe::assume(spec, env); });
     EXPECT_NE(message.find(kBig), std::string::npos) << message;

@@ -28,6 +28,8 @@ namespace volt::callbacks {
 ///   allocator's numbers for that device, MiB):
 ///     cuda_memory_allocated_mb, cuda_memory_reserved_mb,
 ///     cuda_max_memory_allocated_mb, cuda_max_memory_reserved_mb
+///   and, when the NVIDIA driver's NVML library (libnvidia-ml.so.1) loads, that device's
+///     gpu_utilization_percent, gpu_memory_utilization_percent   (over the driver's last sample)
 ///
 /// `cpu_stats`: nullopt (default) logs CPU keys when the device is not CUDA, as Lightning's
 /// cpu_stats=None; true always; false never.
@@ -63,6 +65,10 @@ class DeviceStatsMonitor : public Callback {
   /// The caching allocator's numbers for cuda:`device_index` (keys as above, without prefix);
   /// empty in a build without CUDA.
   static std::map<std::string, double> cuda_memory_stats(int device_index);
+  /// NVML's utilisation of cuda:`device_index` (keys as above, without prefix), mapped through
+  /// CUDA_VISIBLE_DEVICES; empty when NVML does not load (no NVIDIA driver) or fails. The
+  /// library is libnvidia-ml.so.1, or VOLT_NVML_LIBRARY when set.
+  static std::map<std::string, double> gpu_utilization(int device_index);
   /// The metrics the next row would hold (and the reading it measures from advanced).
   MetricMap collect(const TrainerView& view);
 

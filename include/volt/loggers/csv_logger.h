@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "volt/core/types.h"
+#include "volt/loggers/delayed_buffer.h"
 #include "volt/loggers/logger.h"
 
 namespace volt::loggers {
@@ -104,16 +105,11 @@ class CSVLogger : public Logger {
   std::string format_rows(const Rows& rows) const;
   void write_rows(const Rows& rows);
   void write_pending();
-  void start_flusher();
-  void stop_flusher();
-  void flusher_loop();
-  void raise_flush_error();
 
   std::string save_dir_;
   std::string name_;
   std::optional<int64_t> version_;
   int64_t flush_every_;
-  std::chrono::steady_clock::duration max_delay_;
   std::string log_dir_;  // empty until first use
   bool log_dir_created_ = false;
   std::mutex dir_mutex_;  // log_dir_, version_, log_dir_created_
@@ -125,13 +121,7 @@ class CSVLogger : public Logger {
   std::mutex io_mutex_;  // the file and the column state above
   std::map<std::string, std::string> hparams_;
 
-  std::mutex rows_mutex_;  // the members below
-  std::condition_variable rows_changed_;
-  Rows pending_;
-  std::chrono::steady_clock::time_point oldest_pending_;
-  bool stop_ = false;
-  std::exception_ptr flush_error_;
-  std::thread flusher_;
+  DelayedBuffer<Rows> pending_{[this] { write_pending(); }};
 };
 
 }  // namespace volt::loggers

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "volt/core/types.h"
+#include "volt/loggers/delayed_buffer.h"
 #include "volt/loggers/logger.h"
 
 namespace volt::loggers {
@@ -88,15 +89,10 @@ class TensorBoardLogger : public Logger {
   void add_record(const std::string& event);
   void write_pending();
   void open_file();
-  void start_flusher();
-  void stop_flusher();
-  void flusher_loop();
-  void raise_flush_error();
 
   std::string save_dir_;
   std::string name_;
   std::optional<int64_t> version_;
-  std::chrono::steady_clock::duration max_delay_;
   mutable std::mutex dir_mutex_;  // version_, log_dir_, file_path_, log_dir_created_
   std::string log_dir_;
   std::string file_path_;
@@ -112,13 +108,7 @@ class TensorBoardLogger : public Logger {
   std::set<std::string> scalar_tags_;
   std::set<std::string> warned_tags_;
 
-  std::mutex pending_mutex_;  // the members below
-  std::condition_variable pending_changed_;
-  std::string pending_;  // framed records
-  std::chrono::steady_clock::time_point oldest_pending_;
-  bool stop_ = false;
-  std::exception_ptr flush_error_;
-  std::thread flusher_;
+  DelayedBuffer<std::string> pending_{[this] { write_pending(); }};  // framed records
 };
 
 }  // namespace volt::loggers
