@@ -1,6 +1,7 @@
 #pragma once
 /// Every public header of volt/loggers/.
 #include "volt/loggers/csv_logger.h"
+#include "volt/loggers/csv_record.h"
 #include "volt/loggers/delayed_buffer.h"
 #include "volt/loggers/event_file.h"
 #include "volt/loggers/logger.h"

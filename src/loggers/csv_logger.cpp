@@ -19,6 +19,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include "volt/core/error.h"
+#include "volt/loggers/csv_record.h"
+#include "loggers/detail/write_fully.h"
 #include "volt/core/file_check.h"
 #include "loggers/detail/version_claims.h"
 
@@ -37,19 +39,10 @@ constexpr const char* kStepColumn = "step";
 }
 
 void write_all(int fd, const std::string& data, const std::string& path) {
-  const char* p = data.data();
-  size_t left = data.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      throw_os_error("write", path, err);
-    }
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
+  if (detail::write_fully(fd, data.data(), data.size())) return;
+  const int err = errno;
+  ::close(fd);
+  throw_os_error("write", path, err);
 }
 
 void fsync_dir(const fs::path& dir) {
@@ -142,36 +135,8 @@ std::string csv_field(const std::string& s) {
   return out + "\"";
 }
 
-// Parses the record of `text` that starts at `pos` (RFC 4180 quoting), and moves `pos` past
-// its line break.
 std::vector<std::string> parse_csv_record(const std::string& text, size_t& pos) {
-  std::vector<std::string> fields(1);
-  bool quoted = false;
-  size_t i = pos;
-  for (; i < text.size(); ++i) {
-    const char c = text[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') {
-        fields.back() += '"';
-        ++i;
-      } else if (c == '"') {
-        quoted = false;
-      } else {
-        fields.back() += c;
-      }
-    } else if (c == '"') {
-      quoted = true;
-    } else if (c == ',') {
-      fields.emplace_back();
-    } else if (c == '\n') {
-      ++i;
-      break;
-    } else if (c != '\r') {
-      fields.back() += c;
-    }
-  }
-  pos = i;
-  return fields;
+  return next_csv_record(text, pos).fields;
 }
 
 std::string format_value(double v) {

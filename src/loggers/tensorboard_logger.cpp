@@ -18,6 +18,7 @@
 #include "loggers/detail/png_encoder.h"
 #include "loggers/detail/summaries.h"
 #include "loggers/detail/version_claims.h"
+#include "loggers/detail/write_fully.h"
 #include "volt/core/error.h"
 #include "volt/core/file_check.h"
 #include "volt/loggers/event_file.h"
@@ -40,17 +41,7 @@ double wall_time_now() {
 }
 
 void write_all(int fd, const std::string& data, const std::string& path) {
-  const char* p = data.data();
-  size_t left = data.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw_os_error("write", path, errno);
-    }
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
+  if (!detail::write_fully(fd, data.data(), data.size())) throw_os_error("write", path, errno);
 }
 
 std::multiset<std::string>& claimed_dirs() {

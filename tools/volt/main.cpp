@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "command_args.h"
 #include "launch_command.h"
 #include "volt/accelerators/hardware_probe.h"
 #include "volt/checkpoint_io/safetensors.h"
@@ -92,15 +93,10 @@ int cmd_plan(int argc, char** argv) {
   const bool json = std::any_of(argv + 1, argv + argc, [](const char* a) { return std::strcmp(a, "--json") == 0; });
   try {
     for (int i = 1; i < argc; ++i) {
-      std::string arg = argv[i];
-      std::string value;
-      bool has_value = false;  // --flag=VALUE, VALUE possibly empty (which must not take the next word)
-      const auto eq = arg.find('=');
-      if (arg.rfind("--", 0) == 0 && eq != std::string::npos) {
-        value = arg.substr(eq + 1);
-        arg = arg.substr(0, eq);
-        has_value = true;
-      }
+      const volt::tools::CommandArg split = volt::tools::split_command_arg(argv[i]);
+      std::string arg = split.name;
+      const std::string& value = split.value;
+      const bool has_value = split.has_value;
       auto next = [&]() -> std::string {
         if (has_value) return value;
         if (i + 1 >= argc) throw volt::ConfigError(arg + " needs a value. " + std::string(kPlanUsage));

@@ -13,6 +13,7 @@
 #include <yaml-cpp/yaml.h>
 #include <nlohmann/json.hpp>
 
+#include "command_args.h"
 #include "volt/core/input_file.h"
 #include "volt/core/printable.h"
 #include "volt/core/strict_json.h"
@@ -199,15 +200,10 @@ int cmd_new(int argc, char** argv) {
     std::vector<gen::Problem> problems;
     const json schema = gen::option_schema();
     for (int i = 1; i < argc; ++i) {
-      std::string arg = argv[i];
-      std::string value;
-      bool has_value = false;
-      const auto eq = arg.find('=');
-      if (arg.rfind("--", 0) == 0 && eq != std::string::npos) {
-        value = arg.substr(eq + 1);
-        arg = arg.substr(0, eq);
-        has_value = true;
-      }
+      const volt::tools::CommandArg split = volt::tools::split_command_arg(argv[i]);
+      std::string arg = split.name;
+      const std::string& value = split.value;
+      const bool has_value = split.has_value;
       auto next = [&]() -> std::string {
         if (has_value) return value;
         if (i + 1 >= argc) {

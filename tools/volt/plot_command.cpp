@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "command_args.h"
 #include "plot/figure.h"
 #include "plot/render.h"
 #include "plot/series.h"
@@ -172,15 +173,10 @@ int cmd_plot(int argc, char** argv) {
     std::string out = "curves.png";
     bool metrics_given = false;
     for (int i = 1; i < argc; ++i) {
-      std::string arg = argv[i];
-      std::string value;
-      bool has_value = false;
-      const auto eq = arg.find('=');
-      if (arg.rfind("--", 0) == 0 && eq != std::string::npos) {
-        value = arg.substr(eq + 1);
-        arg = arg.substr(0, eq);
-        has_value = true;
-      }
+      const volt::tools::CommandArg split = volt::tools::split_command_arg(argv[i]);
+      std::string arg = split.name;
+      const std::string& value = split.value;
+      const bool has_value = split.has_value;
       auto next = [&]() -> std::string {
         if (has_value) return value;
         if (i + 1 >= argc) throw volt::ConfigError(arg + " needs a value.\n" + std::string(kPlotUsage));

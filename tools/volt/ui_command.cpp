@@ -12,6 +12,7 @@
 #include <string>
 #include <thread>
 
+#include "command_args.h"
 #include "volt/core/numbers.h"
 #include "volt/core/printable.h"
 #include "volt/generator/web/server.h"
@@ -44,14 +45,10 @@ int cmd_ui(int argc, char** argv) {
   volt::generator::web::ServerOptions options;
   bool open = false;
   for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    std::string value;
-    bool has_value = false;
-    if (const auto eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
-      has_value = true;
-    }
+    const volt::tools::CommandArg split = volt::tools::split_command_arg(argv[i]);
+    std::string arg = split.name;
+    const std::string& value = split.value;
+    const bool has_value = split.has_value;
     auto next = [&]() -> std::string {
       if (has_value) return value;
       if (i + 1 >= argc) throw std::invalid_argument(arg + " needs a value");

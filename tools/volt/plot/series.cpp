@@ -9,10 +9,12 @@
 #include <limits>
 #include <string>
 #include <system_error>
+#include <utility>
 
 #include "volt/core/error.h"
 #include "volt/core/input_file.h"
 #include "volt/core/printable.h"
+#include "volt/loggers/csv_record.h"
 #include "volt/loggers/event_file.h"
 
 namespace fs = std::filesystem;
@@ -51,36 +53,10 @@ bool is_validation_metric(const std::string& name) {
 // One RFC 4180 record starting at pos; pos moves past its line break. `line` counts the
 // physical lines consumed (a quoted field may span lines).
 std::vector<std::string> next_record(const std::string& text, size_t& pos, int64_t& line, bool& unterminated) {
-  std::vector<std::string> fields(1);
-  bool quoted_field = false;
-  size_t i = pos;
-  unterminated = false;
-  for (; i < text.size(); ++i) {
-    const char c = text[i];
-    if (quoted_field) {
-      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') {
-        fields.back() += '"';
-        ++i;
-      } else if (c == '"') {
-        quoted_field = false;
-      } else {
-        if (c == '\n') ++line;
-        fields.back() += c;
-      }
-    } else if (c == '"') {
-      quoted_field = true;
-    } else if (c == ',') {
-      fields.emplace_back();
-    } else if (c == '\n') {
-      ++i;
-      break;
-    } else if (c != '\r') {
-      fields.back() += c;
-    }
-  }
-  unterminated = quoted_field;
-  pos = i;
-  return fields;
+  loggers::CsvRecord record = loggers::next_csv_record(text, pos);
+  line += record.extra_lines;
+  unterminated = record.unterminated;
+  return std::move(record.fields);
 }
 
 std::string lower(std::string s) {

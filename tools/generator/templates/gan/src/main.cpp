@@ -100,8 +100,10 @@ class Gan : public volt::Module {
     ctx.manual_backward(g_loss);
     ctx.optimizer_step(0);
 
-    ctx.log("d_loss", d_loss.detach(), {.prog_bar = true});
-    ctx.log("g_loss", g_loss.detach(), {.prog_bar = true});
+    // Per step (every log_every_n_steps) and as the epoch's mean: a short run, with fewer
+    // batches than log_every_n_steps, still leaves curves for `volt plot` (d_loss_epoch, ...).
+    ctx.log("d_loss", d_loss.detach(), {.prog_bar = true, .on_step = true, .on_epoch = true});
+    ctx.log("g_loss", g_loss.detach(), {.prog_bar = true, .on_step = true, .on_epoch = true});
     return g_loss.detach();
   }
 
