@@ -49,7 +49,7 @@ bool TrainingEpochLoop::interrupted(bool at_step_boundary) {
   if (ctx_.signals == nullptr || !at_step_boundary) return false;
   const int signal = ctx_.signals->received();
   // Every rank must agree, or some would wait in the next collective forever.
-  if (!ctx_.view.reduce_boolean_decision(signal != 0, /*all=*/false)) return false;
+  if (!ctx_.strategy.reduce_boolean_decision(signal != 0, /*all=*/false)) return false;
   auto& state = ctx_.state;
   // SLURM's requeue signal: the checkpoint goes where a requeued job looks for it.
   const bool requeue = ctx_.signals->is_requeue(signal);

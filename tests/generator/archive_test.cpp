@@ -67,6 +67,8 @@ TEST(GeneratorZip, RefusesEntriesOutsideTheProject) {
     EXPECT_THROW(gen::write_project(p, fresh_dir("bad"), false), gen::GeneratorError) << bad;
   }
   EXPECT_THROW(gen::zip_archive(gen::Project{"../app", {{"a", "x"}}}), gen::GeneratorError);
+  // One catch for every error Volt throws: the generator's are volt::Errors too.
+  EXPECT_THROW(gen::zip_archive(gen::Project{"../app", {{"a", "x"}}}), volt::Error);
 }
 
 TEST(GeneratorWrite, WritesEveryFileWithoutTemporaries) {

@@ -34,7 +34,10 @@ struct LoopContext {
   Hooks hooks;
 };
 
-/// A loop runs one level of a stage (an epoch, the batches of an evaluation, ...).
+/// A loop runs one level of a stage (an epoch, the batches of an evaluation, ...). The base
+/// only holds the stage's context: loops are the Trainer's own machinery, built by it for each
+/// stage, not an extension point (Lightning 2.x made its loops private for the same reason).
+/// Users change what a stage does through the module's hooks, callbacks and strategies.
 class Loop {
  public:
   explicit Loop(LoopContext& ctx) : ctx_(ctx) {}

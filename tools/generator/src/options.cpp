@@ -227,7 +227,7 @@ json template_defaults(const json& id) {
 }  // namespace
 
 GeneratorError::GeneratorError(std::vector<Problem> problems)
-    : std::runtime_error([&] {
+    : volt::Error([&] {
         std::string text;
         for (const auto& p : problems) text += (text.empty() ? "" : "\n") + p.option + ": " + p.message;
         return text;

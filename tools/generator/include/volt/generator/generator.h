@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "volt/core/error.h"
+
 namespace volt::generator {
 
 /// One thing wrong with the options: the option key ("backend") and what is wrong, with the allowed values.
@@ -19,7 +21,9 @@ struct Problem {
 };
 
 /// Thrown by render() and write_project(); what() lists every problem, one per line ("option: message").
-class GeneratorError : public std::runtime_error {
+/// A volt::Error like every other error Volt throws, so one `catch (const volt::Error&)` covers the
+/// library, the generator and the tools.
+class GeneratorError : public volt::Error {
  public:
   /// Builds the error from a non-empty list of problems.
   explicit GeneratorError(std::vector<Problem> problems);
