@@ -1,10 +1,15 @@
 #pragma once
-/// Every public header of volt/strategies/.
+/// Every public header of volt/strategies/ and volt/strategies/launchers/.
 #include "volt/strategies/ddp_strategy.h"
+#include "volt/strategies/launchers/launched_stage.h"
+#include "volt/strategies/launchers/launcher.h"
+#include "volt/strategies/launchers/spawn_launcher.h"
+#include "volt/strategies/launchers/subprocess_launcher.h"
+#include "volt/strategies/launchers/worker_group.h"
+#include "volt/strategies/launchers/xla_launcher.h"
 #include "volt/strategies/single_device_strategy.h"
 #include "volt/strategies/single_xla_strategy.h"
 #include "volt/strategies/strategy.h"
 #include "volt/strategies/strategy_registry.h"
-#include "volt/strategies/worker_group.h"
 #include "volt/strategies/xla_gradient_sync.h"
 #include "volt/strategies/xla_strategy.h"

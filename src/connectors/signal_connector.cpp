@@ -15,7 +15,7 @@
 
 #include "volt/core/error.h"
 #include "volt/core/numbers.h"
-#include "volt/strategies/worker_group.h"
+#include "volt/strategies/launchers/worker_group.h"
 
 namespace volt::connectors {
 namespace {
@@ -35,7 +35,7 @@ int64_t monotonic_ns() {  // clock_gettime is async-signal-safe
 extern "C" void on_signal(int signal) {
   // Ranks this process started (ddp's subprocess launcher) get the signal too, so every
   // rank finishes its step and they agree to stop.
-  strategies::WorkerGroup::forward_signal(signal);
+  strategies::launchers::WorkerGroup::forward_signal(signal);
   int expected = 0;
   if (g_received.compare_exchange_strong(expected, signal)) {
     g_received_at_ns.store(monotonic_ns());

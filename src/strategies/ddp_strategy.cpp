@@ -1,62 +1,23 @@
 #include "volt/strategies/ddp_strategy.h"
 
-#include <arpa/inet.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <poll.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <thread>
-#include <cstdio>
-#include <fstream>
 #include <iostream>
-#include <iterator>
-#include <mutex>
+#include <thread>
 
 #include <torch/csrc/autograd/grad_mode.h>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/csrc/distributed/c10d/comm.hpp>
-#include <torch/csrc/distributed/c10d/reducer.hpp>
-#ifdef VOLT_WITH_NCCL
-#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
-#endif
 
-#include "volt/core/compat.h"
-#if !VOLT_TORCH_VERSION_AT_LEAST(2, 3)
-#include <torch/csrc/distributed/c10d/FileStore.hpp>
-#endif
+#include "strategies/detail/ddp_impl.h"
 #include "volt/core/error.h"
-#include "volt/strategies/worker_group.h"
-#include "strategies/detail/rendezvous_net.h"
+#include "volt/strategies/launchers/spawn_launcher.h"
+#include "volt/strategies/launchers/subprocess_launcher.h"
 
 namespace volt::strategies {
 namespace {
 
-using detail::is_loopback;
-using detail::local_address_towards;
-using detail::port_accepts;
-using detail::resolve_error;
-
-std::string first_line(const std::string& s) {
-  const auto nl = s.find('\n');
-  return nl == std::string::npos ? s : s.substr(0, nl);
-}
-
-std::string error_text(const std::exception& e) {
-  std::string text = first_line(dynamic_cast<const c10::Error*>(&e) != nullptr
-                                    ? dynamic_cast<const c10::Error*>(&e)->what_without_backtrace()
-                                    : e.what());
-  while (!text.empty() && (text.back() == '.' || text.back() == ' ')) text.pop_back();  // the caller goes on
-  return text;
-}
+using detail::error_text;
 
 c10d::ReduceOp to_c10d(ReduceOp op) {
   switch (op) {
@@ -64,16 +25,6 @@ c10d::ReduceOp to_c10d(ReduceOp op) {
     case ReduceOp::kMin: return c10d::ReduceOp::MIN;
     default: return c10d::ReduceOp::SUM;
   }
-}
-
-using Clock = std::chrono::steady_clock;
-
-/// How often a waiting rank says whom it waits for.
-constexpr std::chrono::seconds kWaitReportEvery{5};
-
-long seconds_left(Clock::time_point deadline) {
-  return static_cast<long>(std::max<int64_t>(
-      0, std::chrono::duration_cast<std::chrono::seconds>(deadline - Clock::now()).count()));
 }
 
 /// Gloo cannot reduce bfloat16: widen each gradient bucket to fp32, average, narrow back.
@@ -108,27 +59,11 @@ std::vector<at::Tensor> gloo_transportable(const std::vector<at::Tensor>& tensor
 
 }  // namespace
 
-struct DDPStrategy::Impl {
-  c10::intrusive_ptr<c10d::Store> store;
-  c10::intrusive_ptr<c10d::ProcessGroup> pg;
-  std::unique_ptr<c10d::Reducer> reducer;
-  std::unique_ptr<WorkerGroup> workers;
-  /// Rank 0's hold on MASTER_PORT while a file store serves the rendezvous (LibTorch < 2.3).
-  std::unique_ptr<detail::LocalStoreLease> lease;
-  /// Set by the monitor thread when a local rank died (the others are stopped by then).
-  std::atomic<bool> rank_failed{false};
-  mutable std::mutex report_mutex;
-  std::string rank_report;
-  bool sync = true;
-  bool failed = false;
-  std::string host = WorkerGroup::host_name();
-};
-
 DDPStrategy::DDPStrategy(const StrategyParts& parts, DDPOptions options)
     : Strategy(parts.accelerator, parts.precision, parts.environment, parts.checkpoint_io),
       impl_(std::make_unique<Impl>()),
       name_(parts.spec.name),
-      launcher_(parts.spec.launcher),
+      launcher_kind_(parts.spec.launcher),
       root_device_(parts.root_device),
       options_(std::move(options)) {
   const auto& env = *environment_;
@@ -146,20 +81,20 @@ DDPStrategy::DDPStrategy(const StrategyParts& parts, DDPOptions options)
                             "neither. Use process_group_backend='gloo' (CPU or CUDA tensors).");
 #endif
   }
+  if (launcher_kind_ == LauncherKind::kSubprocess && !env.creates_processes_externally()) {
+    subprocess_ = std::make_unique<launchers::SubprocessLauncher>(environment_, local_world_size_);
+  } else if (launcher_kind_ == LauncherKind::kSpawn) {
+    // In the parent and in its workers alike: the workers run their stage call through it.
+    spawn_ = std::make_unique<launchers::SpawnLauncher>(environment_, local_world_size_);
+  }
 }
 
 DDPStrategy::~DDPStrategy() {
   try {
     impl_->reducer.reset();
-    if (impl_->workers) {
-      if (impl_->failed) {
-        impl_->workers->stop_all();
-      } else if (auto failure = impl_->workers->wait()) {
-        // The monitor usually reports first; this covers a failure after it stopped.
-        std::cerr << "volt: " << failure->describe() << std::flush;
-      }
-      impl_->workers.reset();
-    }
+    // The other local ranks finish (or, after a failure, are stopped) while this rank's
+    // process group and store are still there for them.
+    subprocess_.reset();
     impl_->pg.reset();
     impl_->store.reset();
     impl_->lease.reset();
@@ -168,279 +103,36 @@ DDPStrategy::~DDPStrategy() {
   }
 }
 
+launchers::Launcher* DDPStrategy::launcher() const {
+  if (subprocess_) return subprocess_.get();
+  return spawn_.get();
+}
+
+void DDPStrategy::use_spawn_launcher(std::unique_ptr<launchers::SpawnLauncher> launcher) {
+  spawn_ = std::move(launcher);
+}
+
 std::string DDPStrategy::who() const {
   return "rank " + std::to_string(global_rank_) + " on host " + impl_->host;
 }
 
 void DDPStrategy::setup_environment() {
   Strategy::setup_environment();
-  if (launcher_ == LauncherKind::kSubprocess && !environment_->creates_processes_externally() && !impl_->workers) {
-    launch_local_ranks();
-  }
   if (!impl_->pg) join_process_group();
 }
 
-void DDPStrategy::launch_local_ranks() {
-  const std::vector<std::string> args = this_program_argv();
-  impl_->workers = std::make_unique<WorkerGroup>();
-  const auto& env = *environment_;
-  for (int64_t local = 1; local < local_world_size_; ++local) {
-    const WorkerSpec spec = torchrun_worker(args, node_rank_, local, local_world_size_, world_size_,
-                                            env.main_address(), env.main_port(), "subprocess");
-    impl_->workers->start(spec);
-  }
-  // Rank 0 trains in this process; a failed rank must not leave it waiting in a
-  // collective until the timeout. The monitor reports it and stops the other ranks; their
-  // sockets close, so rank 0's pending collective fails at once, and the next step or
-  // collective raises the report (raise_if_a_rank_failed), which the Trainer reports and
-  // the program's main turns into its exit code.
-  Impl* impl = impl_.get();
-  impl_->workers->monitor([impl](const WorkerExit& e) {
-    {
-      std::lock_guard<std::mutex> lock(impl->report_mutex);
-      impl->rank_report = e.describe();
-    }
-    impl->rank_failed.store(true);
-    std::cerr << "\nvolt: " << e.describe() << "volt: stopping the job (the other ranks were stopped).\n"
-              << std::flush;
-  });
-}
-
 void DDPStrategy::raise_if_a_rank_failed() const {
-  if (!impl_->rank_failed.load(std::memory_order_relaxed)) return;
-  std::string report;
-  {
-    std::lock_guard<std::mutex> lock(impl_->report_mutex);
-    report = impl_->rank_report;
-  }
-  while (!report.empty() && report.back() == '\n') report.pop_back();
-  throw DistributedError("a rank of this job failed, so the job was stopped: " + report);
+  if (subprocess_) subprocess_->raise_if_a_rank_failed();
 }
 
 void DDPStrategy::collective_failed(const std::string& what, const std::exception& e) const {
-  if (impl_->workers) {
+  if (subprocess_ && subprocess_->started()) {
     // A peer's death shows here first as a closed connection; the monitor names it.
-    for (int i = 0; i < 50 && !impl_->rank_failed.load(); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
+    subprocess_->wait_for_failure(std::chrono::seconds(1));
     raise_if_a_rank_failed();
   }
   throw DistributedError(who() + ": " + what + " failed: " + error_text(e) +
                          " (a peer rank died or did not reach the same call within the process-group timeout)");
-}
-
-void DDPStrategy::join_process_group() {
-  const auto& env = *environment_;
-  const std::string addr = env.main_address();
-  const int port = env.main_port();
-  const std::string where = addr + ":" + std::to_string(port);
-  if (port <= 0 || port > 65535) {
-    throw ConfigError("MASTER_PORT=" + std::to_string(port) + " is not a TCP port. Use a free port in 1..65535.");
-  }
-  if (const std::string why = resolve_error(addr); !why.empty()) {
-    throw DistributedError(who() + ": MASTER_ADDR=" + addr + " does not resolve to an address (" + why +
-                           "). Give rank 0's node as an IP address, or a name this host can look up (DNS, "
-                           "/etc/hosts).");
-  }
-  c10d::TCPStoreOptions opts;
-  opts.port = static_cast<std::uint16_t>(port);
-  // Under torchrun's static rendezvous its agent already serves the store on this port.
-  opts.isServer = global_rank_ == 0 && !env.joins_launcher_store();
-  opts.numWorkers = static_cast<std::size_t>(world_size_);
-  opts.waitWorkers = false;  // the layout check below waits, with a better message
-  opts.timeout = options_.rendezvous_timeout;
-#if VOLT_TORCH_VERSION_AT_LEAST(2, 1)
-  opts.useLibUV = false;  // Debian's LibTorch 2.x has no libuv
-#endif
-  const auto deadline = Clock::now() + options_.rendezvous_timeout;
-#if VOLT_TORCH_VERSION_AT_LEAST(2, 3)
-  const bool file_store = false;
-#else
-  // LibTorch < 2.3's TCPStore listens on every interface and cannot be given a socket. When
-  // every rank is on this host (a loopback MASTER_ADDR), a file store in a private folder
-  // serves the rendezvous instead and nothing listens beyond the loopback address; a job
-  // across hosts still gets the TCPStore (docs/robustness.md).
-  const bool file_store = !env.joins_launcher_store() && is_loopback(addr);
-  std::string store_file;
-  if (file_store && opts.isServer) {
-    impl_->lease = std::make_unique<detail::LocalStoreLease>();
-    store_file = impl_->lease->open_as_rank0(who(), addr, port);
-  }
-#endif
-  if (opts.isServer) {
-#if VOLT_TORCH_VERSION_AT_LEAST(2, 3)
-    // The store listens on MASTER_ADDR's address only (a loopback address stays local);
-    // TCPStore takes over a socket bound here.
-    const detail::ListenAddress only = detail::specific_listen_address(addr, port);
-    if (only.family != AF_UNSPEC) {
-      const int fd = detail::listen_on(only);
-      if (fd >= 0) {
-        opts.masterListenFd = fd;
-      } else if (errno == EADDRINUSE) {
-        throw DistributedError(who() + " could not open the rendezvous at " + where + ": " + std::strerror(errno) +
-                               ". The port is in use (another job, or a previous run still exiting): set "
-                               "MASTER_PORT to a free port, or leave it unset for a single-node job.");
-      }
-      // Another errno (the address is not this host's, e.g. behind NAT): every interface.
-    }
-#endif
-  } else {
-    // Rank 0 may start later: wait for its store, saying so every few seconds.
-    auto next_report = Clock::now() + kWaitReportEvery;
-    while (!port_accepts(addr, port)) {
-      if (Clock::now() >= deadline) {
-        throw DistributedError(who() + " waited " + std::to_string(options_.rendezvous_timeout.count() / 1000) +
-                               " s for rank 0's rendezvous at " + where + ", which never opened. Start rank 0 "
-                               "(MASTER_ADDR must name its node), or raise rendezvous_timeout_s.");
-      }
-      if (Clock::now() >= next_report) {
-        std::cerr << "volt: " << who() << " waits for rank 0 (the rendezvous at " << where << " is not open yet); "
-                  << seconds_left(deadline) << " s left\n"
-                  << std::flush;
-        next_report += kWaitReportEvery;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(250));
-    }
-#if !VOLT_TORCH_VERSION_AT_LEAST(2, 3)
-    if (file_store) store_file = detail::LocalStoreLease::store_path_for(who(), addr, port);
-#endif
-  }
-  try {
-#if !VOLT_TORCH_VERSION_AT_LEAST(2, 3)
-    if (file_store) {
-      auto files = c10::make_intrusive<c10d::FileStore>(store_file, static_cast<int>(world_size_));
-      files->setTimeout(options_.rendezvous_timeout);
-      impl_->store = files;
-    } else {
-      impl_->store = c10::make_intrusive<c10d::TCPStore>(addr, opts);
-    }
-#else
-    (void)file_store;
-    impl_->store = c10::make_intrusive<c10d::TCPStore>(addr, opts);
-#endif
-    if (env.joins_launcher_store()) {
-      // The launcher's store outlives this job's process group: each group of this process
-      // (a second Trainer, say) gets keys of its own, numbered alike on every rank.
-      static std::atomic<int> groups{0};
-      impl_->store = c10::make_intrusive<c10d::PrefixStore>(
-          env.store_prefix() + "/volt_group_" + std::to_string(groups++), impl_->store);
-    }
-  } catch (const std::exception& e) {
-    const std::string msg = error_text(e);
-    if (opts.isServer) {
-      throw DistributedError(who() + " could not open the rendezvous at " + where + ": " + msg +
-                             ". The port may be in use (another job, or a previous run still exiting): set "
-                             "MASTER_PORT to a free port, or leave it unset for a single-node job.");
-    }
-    throw DistributedError(who() + " could not reach the rendezvous at " + where + " within " +
-                           std::to_string(options_.rendezvous_timeout.count() / 1000) + " s: " + msg +
-                           ". Check that MASTER_ADDR/MASTER_PORT name rank 0's node, that it is running, and that "
-                           "no firewall blocks the port.");
-  }
-  // Every rank announces its view of the job; a disagreement fails here, not as a hang.
-  const std::string mine = std::to_string(world_size_) + " " + impl_->host + " " + std::to_string(::getpid());
-  try {
-    if (impl_->store->add("volt/rank/" + std::to_string(global_rank_) + "/count", 1) > 1) {
-      throw DistributedError(who() + ": another process already joined " + where + " as rank " +
-                             std::to_string(global_rank_) + ". Every process needs its own RANK.");
-    }
-    impl_->store->set("volt/rank/" + std::to_string(global_rank_), std::vector<uint8_t>(mine.begin(), mine.end()));
-    // Wait for every rank's announcement; every few seconds, say who is missing.
-    auto next_report = Clock::now() + kWaitReportEvery;
-    std::vector<bool> checked(static_cast<size_t>(world_size_), false);
-    for (;;) {
-      std::vector<int64_t> missing;
-      for (int64_t r = 0; r < world_size_; ++r) {
-        if (checked[static_cast<size_t>(r)]) continue;
-        const std::string key = "volt/rank/" + std::to_string(r);
-        if (!impl_->store->check({key})) {
-          missing.push_back(r);
-          continue;
-        }
-        const std::vector<uint8_t> theirs = impl_->store->get(key);
-        const std::string text(theirs.begin(), theirs.end());
-        const int64_t their_size = std::stoll(text.substr(0, text.find(' ')));
-        if (their_size != world_size_) {
-          throw DistributedError(who() + " has WORLD_SIZE=" + std::to_string(world_size_) + " but rank " +
-                                 std::to_string(r) + " (" + text.substr(text.find(' ') + 1) + ") has WORLD_SIZE=" +
-                                 std::to_string(their_size) + ". Every rank must be started with the same world size.");
-        }
-        checked[static_cast<size_t>(r)] = true;
-      }
-      if (missing.empty()) break;
-      raise_if_a_rank_failed();
-      std::string names;
-      for (size_t i = 0; i < missing.size() && i < 16; ++i) names += (i ? ", " : "") + std::to_string(missing[i]);
-      if (missing.size() > 16) names += ", ... (" + std::to_string(missing.size()) + " in all)";
-      const std::string whom = (missing.size() == 1 ? "rank " : "ranks ") + names + " of " + std::to_string(world_size_);
-      if (Clock::now() >= deadline) {
-        throw DistributedError(who() + " waited " + std::to_string(options_.rendezvous_timeout.count() / 1000) +
-                               " s at " + where + " for " + whom + ", which never joined. Start every rank, or "
-                               "check WORLD_SIZE.");
-      }
-      if (Clock::now() >= next_report) {
-        std::cerr << "volt: " << who() << " waits at " << where << " for " << whom << " (not joined yet); "
-                  << seconds_left(deadline) << " s left\n"
-                  << std::flush;
-        next_report += kWaitReportEvery;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-  } catch (const DistributedError&) {
-    throw;
-  } catch (const std::exception& e) {
-    throw DistributedError(who() + ": rendezvous at " + where + " failed: " + error_text(e));
-  }
-
-#ifdef VOLT_WITH_NCCL
-  if (options_.backend == "nccl") {
-    try {
-      auto nccl_opts = c10d::ProcessGroupNCCL::Options::create();
-      nccl_opts->timeout = options_.timeout;
-      auto nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(impl_->store, static_cast<int>(global_rank_),
-                                                              static_cast<int>(world_size_), nccl_opts);
-      auto pg = c10::make_intrusive<c10d::ProcessGroup>(impl_->store, static_cast<int>(global_rank_),
-                                                        static_cast<int>(world_size_));
-      pg->setDefaultBackend(c10d::ProcessGroup::BackendType::NCCL);
-      pg->setBackend(c10::DeviceType::CUDA, c10d::ProcessGroup::BackendType::NCCL, nccl);
-      impl_->pg = pg;
-    } catch (const std::exception& e) {
-      throw DistributedError(who() + " could not create the NCCL process group (" + where + "): " + error_text(e));
-    }
-    return;
-  }
-#endif
-  auto gloo_opts = c10d::ProcessGroupGloo::Options::create(options_.timeout);
-  const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
-  try {
-    if (ifname != nullptr && *ifname != '\0') {
-      gloo_opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
-    } else if (is_loopback(addr)) {
-      gloo_opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-    } else {
-      std::string local = local_address_towards(addr, port);
-      if (local.empty()) local = impl_->host;
-      gloo_opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(local));
-    }
-    gloo_opts->threads = 1;
-    auto gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, static_cast<int>(global_rank_),
-                                                            static_cast<int>(world_size_), gloo_opts);
-#if VOLT_TORCH_VERSION_AT_LEAST(2, 0)
-    auto pg = c10::make_intrusive<c10d::ProcessGroup>(impl_->store, static_cast<int>(global_rank_),
-                                                      static_cast<int>(world_size_));
-    pg->setDefaultBackend(c10d::ProcessGroup::BackendType::GLOO);
-    pg->setBackend(c10::DeviceType::CPU, c10d::ProcessGroup::BackendType::GLOO, gloo);
-    pg->setBackend(c10::DeviceType::CUDA, c10d::ProcessGroup::BackendType::GLOO, gloo);
-    impl_->pg = pg;
-#else
-    impl_->pg = gloo;
-#endif
-  } catch (const std::exception& e) {
-    throw DistributedError(who() + " could not connect the Gloo process group (" + where + ", world size " +
-                           std::to_string(world_size_) + "): " + error_text(e) +
-                           (ifname != nullptr ? "" : ". Set GLOO_SOCKET_IFNAME to the network interface the ranks "
-                                                     "share if this host has several."));
-  }
 }
 
 void DDPStrategy::setup(Module& module) {
@@ -626,16 +318,7 @@ void DDPStrategy::save_checkpoint(const Checkpoint& checkpoint, const std::strin
 }
 
 void DDPStrategy::on_exception() {
-  impl_->failed = true;
-  if (impl_->workers) {
-    // This rank's error is often the echo of another rank's death: name that one too.
-    if (impl_->rank_failed.load()) {
-      // The monitor has reported it already.
-    } else if (auto f = impl_->workers->failure(std::chrono::seconds(1))) {
-      std::cerr << "\nvolt: " << f->describe() << std::flush;
-    }
-    impl_->workers->stop_all();
-  }
+  if (subprocess_) subprocess_->on_stage_failure();
 }
 
 void DDPStrategy::teardown() {

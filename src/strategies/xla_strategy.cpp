@@ -1,5 +1,7 @@
 #include "volt/strategies/xla_strategy.h"
 
+#include <algorithm>
+
 #include <ATen/ops/zeros_like.h>
 #include <torch/csrc/autograd/grad_mode.h>
 #include <torch/nn/module.h>
@@ -9,6 +11,7 @@
 #include "volt/accelerators/tpu_accelerator.h"
 #include "volt/core/device_placement.h"
 #include "volt/core/error.h"
+#include "volt/strategies/launchers/xla_launcher.h"
 #include "volt/strategies/xla_gradient_sync.h"
 
 namespace volt::strategies {
@@ -20,6 +23,10 @@ XLAStrategy::XLAStrategy(const StrategyParts& parts, DDPOptions options)
   if (ddp_options().backend != "gloo") {
     throw ConfigError("strategy='xla' runs its collectives on host copies with process_group_backend='gloo'; "
                       "'" + ddp_options().backend + "' was given. Use process_group_backend='gloo' or 'auto'.");
+  }
+  if (launcher_kind() == LauncherKind::kSpawn) {
+    use_spawn_launcher(std::make_unique<launchers::XLALauncher>(
+        environment_, std::max<int64_t>(1, static_cast<int64_t>(parts.parallel_devices.size()))));
   }
 }
 

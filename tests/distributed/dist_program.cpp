@@ -8,7 +8,10 @@
 // --precision P, --sync-log (logs a sync_dist metric and writes it), --accelerator A (tpu:
 // with VOLT_TPU_EMULATION=lazy), --dump-ranks (every rank, spawned workers included, also
 // writes its weights at the end of fit to OUT.worker<rank>), --backend B (process_group_backend),
-// --trainers T (T-1 other Trainers fit before the one whose result is written).
+// --trainers T (T-1 other Trainers fit before the one whose result is written), --throw-rank R
+// --throw-step S (that rank's training_step throws at step S), --after-fit FILE (main appends
+// a line to FILE after the fits: code after fit), --evaluate 1 (after the fits: validate and
+// predict, their results written too).
 #include <signal.h>
 #include <unistd.h>
 
@@ -24,6 +27,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
@@ -61,6 +65,10 @@ class TinyMLP : public volt::Module {
       std::cerr << "rank " << rank << ": about to die at step " << steps_ << " (test)" << std::endl;
       ::raise(SIGKILL);
     }
+    if (rank == arg_int("throw-rank", -1) && steps_ == arg_int("throw-step", 3)) {
+      throw std::runtime_error("rank " + std::to_string(rank) + ": training_step threw at step " +
+                               std::to_string(steps_) + " (test)");
+    }
     if (rank == arg_int("stall-rank-in-step", -1) && steps_ == 2) {
       // In the job, then silent: the others block in the gradient allreduce.
       std::this_thread::sleep_for(std::chrono::seconds(arg_int("stall-seconds", 60)));
@@ -74,6 +82,13 @@ class TinyMLP : public volt::Module {
     at::Tensor loss = torch::nn::functional::mse_loss(out.to(at::kFloat), batch[1].to(at::kFloat));
     if (g_args.count("sync-log")) ctx.log("rank_value", static_cast<double>(rank), {.sync_dist = true});
     return loss;
+  }
+  void validation_step(volt::Batch& batch, volt::StepContext& ctx) override {
+    at::Tensor out = fc2->forward(torch::tanh(fc1->forward(batch[0])));
+    ctx.log("val_loss", torch::nn::functional::mse_loss(out, batch[1]), {.sync_dist = true});
+  }
+  at::Tensor predict_step(volt::Batch& batch, volt::StepContext&) override {
+    return fc2->forward(torch::tanh(fc1->forward(batch[0])));
   }
   volt::OptimizerConfig configure_optimizers() override {
     return volt::OptimizerConfig(std::make_shared<torch::optim::SGD>(parameters(), torch::optim::SGDOptions(0.05)));
@@ -207,8 +222,30 @@ int main(int argc, char** argv) {
       if (f > 0) trainer.set_max_steps(trainer.options().max_steps + arg_int("steps", 20));
       trainer.fit(model, loader, nullptr, f == 0 ? arg("ckpt", "") : std::string());
     }
+    if (g_args.count("after-fit")) {
+      std::ofstream(arg("after-fit", ""), std::ios::app) << "after fit in pid " << ::getpid() << "\n";
+    }
+    volt::MetricMap validated;
+    std::vector<at::Tensor> predictions;
+    if (g_args.count("evaluate")) {
+      // Loaders of their own: the train loader carries the sampler fit gave it.
+      validated = trainer.validate(model, std::make_shared<volt::data::DataLoader>(dataset, lo));
+      predictions = trainer.predict(model, std::make_shared<volt::data::DataLoader>(dataset, lo));
+    }
     const int64_t rank = trainer.strategy().global_rank();
     std::ofstream file(out + ".rank" + std::to_string(rank));
+    for (const auto& [k, v] : validated) file << "validated_" << k << " " << v << "\n";
+    if (g_args.count("evaluate")) {
+      double sum = 0;
+      int64_t rows = 0;
+      for (const auto& t : predictions) {
+        sum += t.sum().item<double>();
+        rows += t.size(0);
+      }
+      char buf[64];
+      std::snprintf(buf, sizeof(buf), "%a", sum);
+      file << "predicted_rows " << rows << "\npredicted_sum " << buf << "\n";
+    }
     file << "world_size " << trainer.strategy().world_size() << "\n";
     file << "global_step " << trainer.global_step() << "\n";
     file << "epoch " << trainer.current_epoch() << "\n";
@@ -218,6 +255,9 @@ int main(int argc, char** argv) {
       file << "synced_grad_diff " << agreement->synced << "\n";
     }
     write_params(file, model);
+  } catch (const volt::DistributedError& e) {
+    std::cerr << "volt_dist_program: DistributedError: " << e.what() << std::endl;
+    return 3;
   } catch (const volt::Error& e) {
     std::cerr << "volt_dist_program: " << e.what() << std::endl;
     return 3;

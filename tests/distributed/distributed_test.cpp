@@ -186,6 +186,47 @@ TEST(DDPSpawnStrategy, ParentHoldsTheTrainedStateAndASecondFitContinues) {
   }
 }
 
+// validate and predict through each launcher: ddp_spawn's parent gets back what rank 0 of the
+// workers computed, as ddp's rank 0 computes it in place.
+TEST(DDPSpawnStrategy, ValidateAndPredictReturnTheWorkersResultsToTheParent) {
+  const std::string spawn = out_prefix("spawn_eval"), ddp = out_prefix("spawn_eval_ref");
+  const Outcome a = run(train(spawn, "--strategy ddp_spawn --devices 2 --steps 10 --evaluate 1"));
+  ASSERT_EQ(a.code, 0) << a.output;
+  const Outcome b = run(train(ddp, "--strategy ddp --devices 2 --steps 10 --evaluate 1"));
+  ASSERT_EQ(b.code, 0) << b.output;
+  const Result parent = read_result(spawn + ".rank0"), ref = read_result(ddp + ".rank0");
+  ASSERT_TRUE(ref.fields.count("validated_val_loss")) << "ddp's validate returned no val_loss";
+  ASSERT_TRUE(parent.fields.count("validated_val_loss")) << "the parent got no validate metrics back";
+  EXPECT_EQ(parent.fields.at("validated_val_loss"), ref.fields.at("validated_val_loss"));
+  EXPECT_EQ(ref.fields.at("predicted_rows"), "640") << "predict_step ran over every row";
+  EXPECT_EQ(parent.fields.at("predicted_rows"), ref.fields.at("predicted_rows"));
+  EXPECT_EQ(parent.fields.at("predicted_sum"), ref.fields.at("predicted_sum"));
+  EXPECT_TRUE(processes_with(spawn).empty()) << processes_with(spawn).front();
+}
+
+// Lightning's ddp_spawn semantics: the workers run the stage, the rest of the program runs
+// once, in the parent (the workers are ended after their hand-back; none returns from fit).
+// (A worker started for a later stage call runs the program up to that call, code between
+// stage calls included: docs/distributed.md.)
+TEST(DDPSpawnStrategy, CodeAfterFitRunsOnceInTheParent) {
+  const std::string spawn = out_prefix("spawn_after"), ddp = out_prefix("spawn_after_ref");
+  const Outcome a = run(train(spawn, "--strategy ddp_spawn --devices 2 --steps 5 --fits 2 --after-fit " + spawn +
+                                         ".lines"));
+  ASSERT_EQ(a.code, 0) << a.output;
+  std::ifstream lines(spawn + ".lines");
+  std::vector<std::string> after;
+  for (std::string line; std::getline(lines, line);) after.push_back(line);
+  EXPECT_EQ(after.size(), 1u) << "the code after fit ran " << after.size() << " times";
+  EXPECT_TRUE(processes_with(spawn).empty()) << processes_with(spawn).front();
+  // ddp's subprocess launcher re-runs the program: there every rank runs it.
+  const Outcome b = run(train(ddp, "--strategy ddp --devices 2 --steps 5 --after-fit " + ddp + ".lines"));
+  ASSERT_EQ(b.code, 0) << b.output;
+  std::ifstream ddp_lines(ddp + ".lines");
+  int count = 0;
+  for (std::string line; std::getline(ddp_lines, line);) ++count;
+  EXPECT_EQ(count, 2);
+}
+
 // strategy xla on the TPU emulation: 8 spawned processes (one per device of a v3-8), each
 // on its own lazy device, gradients averaged through Gloo on host copies.
 TEST(XLAStrategy, EightSpawnedProcessesEndWithIdenticalWeightsAndTheParentHoldsThem) {
@@ -297,6 +338,23 @@ TEST(DDPSpawnStrategy, AWorkerDyingFailsTheParentWithItsReport) {
       run(train(out, "--strategy ddp_spawn --devices 2 --steps 100000 --samples 6400 --die-rank 0 --die-step 5"));
   expect_job_stopped(r, out, "rank 0 (pid");
   EXPECT_TRUE(volt::testing::contains(r.output, "spawned worker failed")) << r.output;
+}
+
+// A worker whose stage throws returns the error from its fit (its main exits with its own
+// code); the parent's fit throws a DistributedError naming that rank and its message.
+TEST(DDPSpawnStrategy, AWorkerThatThrowsFailsTheParentsFitWithItsRankAndMessage) {
+  const std::string out = out_prefix("throw_spawn");
+  const Outcome r = run(train(out, "--strategy ddp_spawn --devices 2 --steps 100000 --samples 6400 --throw-rank 1 "
+                                   "--throw-step 3"));
+  EXPECT_EQ(r.code, 3) << r.output;
+  EXPECT_TRUE(volt::testing::contains(r.output, "volt_dist_program: DistributedError: ")) << r.output;
+  EXPECT_TRUE(volt::testing::contains(r.output, "a spawned worker failed, so the job was stopped: rank 1 (pid"))
+      << r.output;
+  EXPECT_TRUE(volt::testing::contains(r.output, "| volt_dist_program: ")) << "the worker's stderr in the report";
+  EXPECT_TRUE(volt::testing::contains(r.output, "rank 1: training_step threw at step 3 (test)")) << r.output;
+  EXPECT_LT(r.seconds, 30.0);
+  EXPECT_TRUE(processes_with(out).empty()) << processes_with(out).front();
+  EXPECT_FALSE(fs::exists(out + ".rank0")) << "the parent's fit must throw";
 }
 
 TEST(XLAStrategy, AWorkerDyingStopsTheOtherSevenAndFailsTheParentWithItsReport) {

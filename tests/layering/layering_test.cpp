@@ -617,3 +617,57 @@ TEST(Layering, IgnoresCommentsAndOtherLibraries) {
 }
 
 }  // namespace
+
+// ------------------------------------------------------------------ no exit in the library
+
+namespace {
+
+/// Every call that ends the process from library code (exit, _exit, _Exit, quick_exit,
+/// abort), as "path:line: text", except the one allowed: `_exit(127)` in WorkerGroup's
+/// forked child, which must not return into the parent's code when its exec failed.
+/// Comments do not count.
+std::vector<std::string> check_no_exit(const std::vector<SourceFile>& files) {
+  static const std::regex kExit(R"((^|[^A-Za-z0-9_])(std\s*::\s*|::\s*)?(exit|_exit|_Exit|quick_exit|abort)\s*\()");
+  static const std::regex kAllowed(R"(^\s*::_exit\(127\);\s*$)");
+  const std::string allowed_file = "src/strategies/launchers/worker_group.cpp";
+  std::vector<std::string> out;
+  for (const auto& f : files) {
+    std::istringstream lines(strip_comments(f.contents));
+    std::string line;
+    int number = 0;
+    int allowed_seen = 0;
+    while (std::getline(lines, line)) {
+      ++number;
+      if (!std::regex_search(line, kExit)) continue;
+      if (f.path == allowed_file && std::regex_match(line, kAllowed) && ++allowed_seen == 1) continue;
+      out.push_back(f.path + ":" + std::to_string(number) + ": " + line.substr(line.find_first_not_of(" \t")));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(Layering, NoLibraryFileEndsTheProcessButTheForkedChildWhoseExecFailed) {
+  const char* root = std::getenv("VOLT_SOURCE_DIR");
+  ASSERT_NE(root, nullptr) << "set VOLT_SOURCE_DIR to the repository root (ctest does)";
+  const auto files = read_tree(root);
+  ASSERT_GE(files.size(), 10u);
+  const auto calls = check_no_exit(files);
+  EXPECT_TRUE(calls.empty()) << "the library never ends the process (a failure travels back as an error the "
+                                "program's main returns):\n"
+                             << join(calls);
+}
+
+TEST(Layering, ReportsExitAbortAndQuickExitAndASecondForkedChildExit) {
+  const std::vector<SourceFile> files{
+      {"src/a.cpp", "void f() {\n  std::exit(1);\n}\n"},
+      {"src/b.cpp", "void g() { ::abort(); }\n// exit(2) in a comment\nvoid h() { quick_exit(0); }\n"},
+      {"src/c.cpp", "int on_exit_code(int);\nvoid k() { my_exit(3); at_exit(); }\n"},
+      {"src/strategies/launchers/worker_group.cpp", "  ::_exit(127);\n  ::_exit(127);\n  _exit(1);\n"},
+  };
+  EXPECT_EQ(check_no_exit(files), (Violations{"src/a.cpp:2: std::exit(1);", "src/b.cpp:1: void g() { ::abort(); }",
+                                              "src/b.cpp:3: void h() { quick_exit(0); }",
+                                              "src/strategies/launchers/worker_group.cpp:2: ::_exit(127);",
+                                              "src/strategies/launchers/worker_group.cpp:3: _exit(1);"}));
+}

@@ -336,7 +336,7 @@ TEST(PlanToStack, DdpBuildsWithTheRanksOfThePlan) {
   EXPECT_EQ(strategy->world_size(), 2);
   EXPECT_EQ(strategy->global_rank(), 1);
   EXPECT_EQ(strategy->local_rank(), 1);
-  EXPECT_EQ(strategy->launcher(), volt::strategies::LauncherKind::kSubprocess);
+  EXPECT_EQ(strategy->launcher_kind(), volt::strategies::LauncherKind::kSubprocess);
 }
 
 // ------------------------------------------------------------ precision

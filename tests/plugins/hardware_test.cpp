@@ -417,7 +417,7 @@ TEST(SingleDeviceStrategy, CollectivesAreIdentityOnOneProcess) {
   EXPECT_EQ(strategy->global_rank(), 0);
   EXPECT_EQ(strategy->local_rank(), 0);
   EXPECT_TRUE(strategy->is_global_zero());
-  EXPECT_EQ(strategy->launcher(), volt::strategies::LauncherKind::kNone);
+  EXPECT_EQ(strategy->launcher_kind(), volt::strategies::LauncherKind::kNone);
   for (ReduceOp op : {ReduceOp::kMean, ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin}) {
     EXPECT_DOUBLE_EQ(strategy->reduce(2.5, op), 2.5);
   }

@@ -22,7 +22,7 @@
 #include "volt/core/numbers.h"
 #include "volt/core/printable.h"
 #include "volt/environments/default_environment.h"
-#include "volt/strategies/worker_group.h"
+#include "volt/strategies/launchers/worker_group.h"
 
 namespace {
 
@@ -43,7 +43,7 @@ std::atomic<int> g_signal{0};
 
 extern "C" void forward(int sig) {
   g_signal.store(sig);
-  volt::strategies::WorkerGroup::forward_signal(sig);
+  volt::strategies::launchers::WorkerGroup::forward_signal(sig);
 }
 
 int64_t parse_int(const std::string& flag, const std::string& value, int64_t min, int64_t max) {
@@ -169,14 +169,14 @@ int cmd_launch(int argc, char** argv) {
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
 
-  volt::strategies::WorkerGroup group;
+  volt::strategies::launchers::WorkerGroup group;
   for (int64_t local = 0; local < nproc; ++local) {
-    const auto spec = volt::strategies::torchrun_worker(args, node_rank, local, nproc, world, master_addr,
+    const auto spec = volt::strategies::launchers::torchrun_worker(args, node_rank, local, nproc, world, master_addr,
                                                         static_cast<int>(master_port), "volt-launch");
     group.start(spec);
   }
   std::cerr << "volt launch: started ranks " << node_rank * nproc << ".." << node_rank * nproc + nproc - 1 << " of "
-            << world << " on " << volt::strategies::WorkerGroup::host_name() << " (rendezvous " << master_addr << ":"
+            << world << " on " << volt::strategies::launchers::WorkerGroup::host_name() << " (rendezvous " << master_addr << ":"
             << master_port << ")\n";
   for (;;) {
     if (const int sig = g_signal.load()) {

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "volt/strategies/launchers/spawn_launcher.h"
+#include "volt/strategies/launchers/subprocess_launcher.h"
 #include "volt/strategies/strategy.h"
 #include "volt/strategies/strategy_registry.h"
 
@@ -14,22 +16,24 @@ namespace volt::strategies {
 /// a TCPStore at MASTER_ADDR:MASTER_PORT, parameters and buffers broadcast from rank 0, and
 /// gradients averaged by c10d's Reducer (buckets, allreduce overlapped with backward).
 ///
-/// Launch: under torchrun/srun/mpirun/`volt launch` every process is already a rank. Else
-/// strategy "ddp" makes this process rank 0 of its node and re-runs the program (same
-/// executable, same arguments) for local ranks 1..N-1 when the first stage starts: code
-/// before that runs in every rank. Strategy "ddp_spawn" is run by the Trainer's spawn path
-/// (the parent starts N workers and takes their results back).
+/// Launch: under torchrun/srun/mpirun/`volt launch` every process is already a rank and
+/// launcher() is nullptr. Else strategy "ddp" has a SubprocessLauncher (this process is
+/// rank 0 of its node and re-runs the program for local ranks 1..N-1 when the first stage
+/// starts: code before that runs in every rank), and "ddp_spawn" a SpawnLauncher (the
+/// parent starts N workers for each stage and takes their results back).
 class DDPStrategy : public Strategy {
  public:
   DDPStrategy(const StrategyParts& parts, DDPOptions options);
   ~DDPStrategy() override;
 
   std::string name() const override { return name_; }
-  LauncherKind launcher() const override { return launcher_; }
+  LauncherKind launcher_kind() const override { return launcher_kind_; }
+  /// The subprocess launcher (ddp without an outside launcher), the spawn launcher
+  /// (ddp_spawn, xla: in the parent and in its workers), or nullptr.
+  launchers::Launcher* launcher() const override;
   c10::Device root_device() const override { return root_device_; }
 
-  /// Starts the other local ranks (subprocess launcher, once), then joins the process group
-  /// (once per process): rendezvous, layout check across ranks.
+  /// Joins the process group (once per process): rendezvous, layout check across ranks.
   void setup_environment() override;
   /// Moves the module, broadcasts its parameters and buffers from rank 0, builds the Reducer.
   void setup(Module& module) override;
@@ -56,13 +60,16 @@ class DDPStrategy : public Strategy {
 
   const DDPOptions& ddp_options() const { return options_; }
 
+ protected:
+  /// Replaces the spawn launcher (XLAStrategy's is the XLA one).
+  void use_spawn_launcher(std::unique_ptr<launchers::SpawnLauncher> launcher);
+
  private:
-  void launch_local_ranks();
   void join_process_group();
   /// "rank 1 on host h"
   std::string who() const;
-  /// Throws a DistributedError naming the failed rank when the local ranks' monitor saw one
-  /// die (ddp's subprocess launcher: this process is rank 0 and started the others).
+  /// Throws a DistributedError naming the failed rank when the subprocess launcher's monitor
+  /// saw one die (this process is rank 0 and started the others).
   void raise_if_a_rank_failed() const;
   /// A collective or the gradient allreduce threw: the error to raise, naming the rank that
   /// died when that is why (waiting briefly for the monitor's report).
@@ -70,8 +77,10 @@ class DDPStrategy : public Strategy {
 
   struct Impl;
   std::unique_ptr<Impl> impl_;
+  std::unique_ptr<launchers::SubprocessLauncher> subprocess_;
+  std::unique_ptr<launchers::SpawnLauncher> spawn_;
   std::string name_;
-  LauncherKind launcher_;
+  LauncherKind launcher_kind_;
   c10::Device root_device_;
   DDPOptions options_;
   int64_t world_size_ = 1;

@@ -17,6 +17,10 @@
 
 namespace volt::strategies {
 
+namespace launchers {
+class Launcher;
+}
+
 /// How a reduction combines values across processes.
 enum class ReduceOp { kMean, kSum, kMax, kMin };
 
@@ -36,7 +40,13 @@ class Strategy {
 
   /// Registry key, e.g. "single_device".
   virtual std::string name() const = 0;
-  virtual LauncherKind launcher() const { return LauncherKind::kNone; }
+  /// The kind of launcher its spec names (StrategySpec::launcher).
+  virtual LauncherKind launcher_kind() const { return LauncherKind::kNone; }
+  /// What starts the job's other processes and runs each stage on them
+  /// (launchers/launcher.h); nullptr when this process needs none: one process, or
+  /// processes already started by torchrun, srun, mpirun or `volt launch`. The Trainer
+  /// runs every stage through it. Owned by the strategy.
+  virtual launchers::Launcher* launcher() const { return nullptr; }
   /// The device this process computes on.
   virtual c10::Device root_device() const = 0;
 

@@ -16,7 +16,8 @@ namespace volt::strategies {
 ///
 /// As with single_xla, mark_step() closes each optimizer step and precedes every read on
 /// the host; rank 0 writes checkpoints from CPU copies; the parent of the spawned workers
-/// gets the trained state back through the spawn launcher (as with ddp_spawn).
+/// gets the trained state back through its launcher (launchers::XLALauncher, which starts
+/// and ends the workers as ddp_spawn's SpawnLauncher does).
 class XLAStrategy : public DDPStrategy {
  public:
   XLAStrategy(const StrategyParts& parts, DDPOptions options);

@@ -18,10 +18,6 @@
 #include "volt/profilers/profiler.h"
 #include "volt/strategies/strategy.h"
 
-namespace volt::connectors {
-class DataConnector;
-}
-
 namespace volt {
 
 /// Checks every flag and throws a ConfigError naming the flag, the value and a fix.
@@ -96,29 +92,10 @@ class Trainer {
   profilers::Profiler* profiler() const;
 
  private:
-  void run_fit(Module& module, connectors::DataConnector& data, const std::string& ckpt_path);
-  MetricMap run_evaluation(Module& module, connectors::DataConnector& data, const std::string& ckpt_path,
-                           bool testing);
-  std::vector<at::Tensor> run_predict(Module& module, connectors::DataConnector& data, const std::string& ckpt_path);
-  void load_weights(Module& module, const std::string& ckpt_path);
-  /// Spawn launcher (ddp_spawn): in the parent, runs the stage in spawned workers and takes
-  /// their results back; `out_metrics`/`out_predictions` receive evaluation/predict results.
-  /// (`ckpt_path` needs no passing: the workers run the same call with it.)
-  void run_spawned(Stage stage, Module& module, MetricMap* out_metrics, std::vector<at::Tensor>* out_predictions);
-  /// In a spawned worker: whether this stage call is the one the parent spawned it for
-  /// (earlier calls of the program return at once), and the hand-back that ends the worker.
-  bool spawn_worker_runs_this_call();
-  void spawn_worker_restore_start(Module& module, bool full);
-  [[noreturn]] void spawn_worker_finish(Stage stage, const MetricMap* metrics, const std::vector<at::Tensor>* predictions);
-  /// configure_optimizers, once per module (a second fit continues with their state).
-  void configure_optimizers_once(Module& module);
-  static void print_metrics(const std::string& stage, const MetricMap& metrics);
-
- public:
-  /// Internal: the Trainer's parts (connectors, strategy) and its TrainerView.
+  /// The Trainer's parts (connectors, strategy), its TrainerView and the stages' code
+  /// (src/trainer/detail/trainer_impl.h).
   class Impl;
 
- private:
   TrainerOptions options_;
   TrainerState state_;
   std::unique_ptr<Impl> impl_;

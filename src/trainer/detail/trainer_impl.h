@@ -1,9 +1,11 @@
 #pragma once
-// The Trainer's parts and its TrainerView, shared by trainer.cpp and spawn.cpp.
-#include <atomic>
+// The Trainer's parts, its TrainerView and the code of its stages: trainer.cpp (the public
+// entries), stages.cpp (running a stage in this process) and stage_launch.cpp (the one call
+// of the strategy's launcher, and the spawn launchers' hand-over).
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 
 #include <torch/optim/optimizer.h>
@@ -16,6 +18,7 @@
 #include "volt/connectors/logger_connector.h"
 #include "volt/connectors/signal_connector.h"
 #include "volt/core/error.h"
+#include "volt/core/error_boundary.h"
 #include "volt/loggers/csv_logger.h"
 #include "volt/loggers/logger_registry.h"
 #include "volt/loops/loop.h"
@@ -212,21 +215,55 @@ class Trainer::Impl : public TrainerView {
                               loops::Hooks(callback_connector_, module, *strategy_, profiler_.get())};
   }
 
-  /// ddp_spawn in the parent: stages run in spawned workers.
-  bool spawn_parent() const {
-    return strategy_->launcher() == strategies::LauncherKind::kSpawn &&
-           !accelerator_connector_.plan().processes_started_externally;
-  }
-  /// A worker the spawn launcher started (it runs only the stage call it was spawned for).
-  bool spawn_worker() const {
-    return strategy_->launcher() == strategies::LauncherKind::kSpawn && std::getenv("VOLT_SPAWN_DIR") != nullptr;
-  }
-  /// Stage calls of spawn-strategy Trainers in this process, parent and workers alike: the
-  /// parent's count names the call a worker runs.
-  static int64_t next_spawn_call() {
-    static std::atomic<int64_t> calls{0};
-    return ++calls;
-  }
+  // --- stages ---
+  /// What a stage call gives back: validate/test's metrics, predict's predictions.
+  struct StageResult {
+    MetricMap metrics;
+    std::vector<at::Tensor> predictions;
+  };
+  /// A stage's code in this process. `handover_dir`: in a worker of a spawn launcher, the
+  /// folder with the parent's start state; empty otherwise.
+  using StageBody = std::function<StageResult(const std::string& handover_dir)>;
+  /// The step of a stage that runs now, and the error kind a foreign exception there becomes.
+  struct StagePhase {
+    std::string what;
+    ErrorKind kind = ErrorKind::kError;
+  };
+
+  /// The public stage entries' way in: each stage call goes through launch() (stage_launch.cpp).
+  void fit_stage(Module& module, connectors::DataConnector& data, const std::string& ckpt_path);
+  MetricMap evaluation_stage(Module& module, connectors::DataConnector& data, const std::string& ckpt_path,
+                             bool testing);
+  std::vector<at::Tensor> predict_stage(Module& module, connectors::DataConnector& data,
+                                        const std::string& ckpt_path);
+  /// The one place where a stage call (fit, validate, test, predict) starts: through the
+  /// strategy's launcher when it has one (which runs `body` here, in its workers, or both),
+  /// else `body` here.
+  StageResult launch(Stage stage, Module& module, const StageBody& body);
+  /// The spawn launchers' hand-over, through `dir` (stage_launch.cpp): the parent's state
+  /// for the workers, restored in a worker (`full`: optimizers, progress and callbacks too,
+  /// when the parent wrote them), the result handed back by rank 0, taken over by the parent.
+  void spawn_save_start(Stage stage, Module& module, const std::string& dir);
+  void spawn_restore_start(Module& module, const std::string& dir, bool full);
+  void spawn_hand_back(Stage stage, const StageResult& result, const std::string& dir);
+  StageResult spawn_take_back(Stage stage, Module& module, const std::string& dir);
+  class LaunchedTrainerStage;
+
+  /// The stages' bodies in this process (stages.cpp).
+  void run_fit(Module& module, connectors::DataConnector& data, const std::string& ckpt_path,
+               const std::string& handover_dir);
+  MetricMap run_evaluation(Module& module, connectors::DataConnector& data, const std::string& ckpt_path,
+                           bool testing, const std::string& handover_dir);
+  std::vector<at::Tensor> run_predict(Module& module, connectors::DataConnector& data, const std::string& ckpt_path,
+                                      const std::string& handover_dir);
+  /// Set-up and teardown around `body`, and the one error boundary of a stage (stages.cpp).
+  template <typename Body>
+  auto run_stage(Module& module, connectors::DataConnector& data, Stage stage, StagePhase& phase, Body&& body)
+      -> decltype(body());
+  /// configure_optimizers, once per module (a second fit continues with their state).
+  void configure_optimizers_once(Module& module);
+  void load_weights(Module& module, const std::string& ckpt_path);
+  static void print_metrics(const std::string& stage, const MetricMap& metrics);
 
   Trainer& owner_;
   connectors::AcceleratorConnector accelerator_connector_;

@@ -1,6 +1,8 @@
 #pragma once
 #include <sys/types.h>
 
+#include <csignal>
+
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -10,9 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "volt/environments/cluster_environment.h"
-
-namespace volt::strategies {
+namespace volt::strategies::launchers {
 
 /// One process of a job, as a launcher starts it.
 struct WorkerSpec {
@@ -36,13 +36,17 @@ struct WorkerExit {
   int exit_code = 0;   ///< when it exited
   int signal = 0;      ///< when a signal killed it (then exit_code is 128 + signal)
   std::vector<std::string> stderr_tail;  ///< its last lines of stderr
-  bool failed() const { return signal != 0 || exit_code != 0; }
+  /// It had said it was done (WorkerGroup::wait's `finished`) and the group ended it: a
+  /// success, whatever signal ended it.
+  bool ended_by_launcher = false;
+  bool failed() const { return !ended_by_launcher && (signal != 0 || exit_code != 0); }
   /// "rank 1 (pid 4242) on host h was killed by SIGKILL; its last lines of stderr: ..."
   std::string describe() const;
 };
 
-/// The processes of one job on this host, started by a launcher (`volt launch`, the ddp
-/// subprocess launcher, the spawn launcher). Each worker gets its own process group (so
+/// The processes of one job on this host, as a launcher starts them: public because
+/// `volt launch` (tools/volt) uses it as well as the library's launchers (SubprocessLauncher,
+/// SpawnLauncher, XLALauncher); a user's program has no need of it. Each worker gets its own process group (so
 /// stopping it stops whatever it started) and dies with the launcher (PR_SET_PDEATHSIG).
 /// Its stderr passes through this process and its last lines are kept for the failure
 /// report. A failed worker stops the rest: SIGTERM, then SIGKILL after `grace`.
@@ -59,6 +63,11 @@ class WorkerGroup {
   /// Blocks until every worker exited successfully (nullopt) or one failed: then the
   /// others are stopped and reaped, and the first failure is returned.
   std::optional<WorkerExit> wait();
+  /// As wait(), and a worker still running for which `finished(rank)` is true is done: it
+  /// has flushed its output and blocks until it is ended (a spawned worker after its
+  /// hand-back). The group ends it (SIGKILL to its process group) and reaps it; its exit
+  /// counts as a success (WorkerExit::ended_by_launcher).
+  std::optional<WorkerExit> wait(const std::function<bool(int64_t rank)>& finished);
   /// Watches the workers from a background thread; when one fails, stops the others and
   /// calls `on_failure` on that thread. For a launcher that trains itself (ddp's rank 0).
   void monitor(std::function<void(const WorkerExit&)> on_failure);
@@ -70,14 +79,17 @@ class WorkerGroup {
   std::vector<WorkerExit> wait_all(std::chrono::milliseconds timeout);
   /// Whether a worker is still running (reaps those that ended).
   bool any_running();
-  /// SIGTERM to every running worker, SIGKILL to those still alive after the grace period,
-  /// then reaps them.
-  void stop_all();
+  /// `first_signal` (SIGTERM unless given) to every running worker, SIGKILL to those still
+  /// alive after the grace period, then reaps them.
+  void stop_all(int first_signal = SIGTERM);
   /// Sends `signal` to every running worker's process group.
   void signal_all(int signal);
   size_t size() const;
   /// Exit records of the workers that have ended so far.
   std::vector<WorkerExit> exits() const;
+  /// The full report (with its last lines of stderr) of worker `rank` once it has ended;
+  /// nullopt while it runs or when there is no such worker.
+  std::optional<WorkerExit> report(int64_t rank);
 
   /// Sends `signal` to the workers of every WorkerGroup of this process. Async-signal-safe:
   /// meant for signal handlers (SIGINT or SIGTERM to a launcher reaches every rank).
@@ -91,14 +103,7 @@ class WorkerGroup {
   std::unique_ptr<Impl> impl_;
 };
 
-/// The spawn launcher (ddp_spawn, xla): starts this program (same executable and arguments)
-/// once per local rank with torchrun's variables from `environment` plus `extra_env`, and
-/// waits for all of them. A failed worker stops the others; then DistributedError with its
-/// report (rank, host, exit code or signal, last lines of stderr).
-void run_spawn_workers(const environments::ClusterEnvironment& environment, int64_t local_world_size,
-                       const std::map<std::string, std::string>& extra_env);
-
 /// This program's executable and arguments (from /proc/self), for launchers that re-run it.
 std::vector<std::string> this_program_argv();
 
-}  // namespace volt::strategies
+}  // namespace volt::strategies::launchers

@@ -1,4 +1,4 @@
-#include "volt/strategies/worker_group.h"
+#include "volt/strategies/launchers/worker_group.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -20,7 +20,7 @@
 
 extern char** environ;
 
-namespace volt::strategies {
+namespace volt::strategies::launchers {
 namespace {
 
 // Every worker of every group, for forward_signal (a signal handler cannot take locks).
@@ -79,6 +79,9 @@ struct WorkerGroup::Impl {
     std::deque<std::string> tail;
     std::string partial;
     bool eof = false;
+    std::chrono::steady_clock::time_point eof_at{};
+    /// finished() said it is done; the group ended it.
+    bool released = false;
     std::thread reader;
   };
 
@@ -123,6 +126,7 @@ struct WorkerGroup::Impl {
       while (w->tail.size() > tail_lines) w->tail.pop_front();
     }
     w->eof = true;
+    w->eof_at = std::chrono::steady_clock::now();
     eof_cv.notify_all();
   }
 
@@ -133,6 +137,7 @@ struct WorkerGroup::Impl {
     w.exit.rank = w.rank;
     w.exit.pid = w.pid;
     w.exit.host = host;
+    w.exit.ended_by_launcher = w.released;
     if (WIFSIGNALED(status)) {
       w.exit.signal = WTERMSIG(status);
       w.exit.exit_code = 128 + w.exit.signal;
@@ -141,17 +146,22 @@ struct WorkerGroup::Impl {
     }
   }
 
-  /// Reaps what has exited; returns the first failure seen (its record) or nullptr.
+  /// Reaps what has exited; returns the first failure seen (its record) or nullptr. Of
+  /// several found at once, the one whose stderr closed first: a rank's death makes its
+  /// peers fail too, and the report names the cause, not an echo.
   Worker* poll() {
     std::lock_guard<std::mutex> lock(mutex);
     Worker* failed = nullptr;
+    const auto closed_at = [](const Worker& w) {
+      return w.eof ? w.eof_at : std::chrono::steady_clock::time_point::max();
+    };
     for (auto& w : workers) {
       if (!w->running) continue;
       int status = 0;
       const pid_t r = ::waitpid(w->pid, &status, WNOHANG);
       if (r == w->pid) {
         record(*w, status);
-        if (w->exit.failed() && failed == nullptr) failed = w.get();
+        if (w->exit.failed() && (failed == nullptr || closed_at(*w) < closed_at(*failed))) failed = w.get();
       } else if (r < 0 && errno == ECHILD) {
         // Reaped elsewhere (a SIGCHLD handler of the program): nothing more to learn.
         w->running = false;
@@ -176,9 +186,9 @@ struct WorkerGroup::Impl {
     }
   }
 
-  void stop_all() {
+  void stop_all(int first_signal) {
     if (!any_running()) return;
-    signal_running(SIGTERM);
+    signal_running(first_signal);
     const auto deadline = std::chrono::steady_clock::now() + grace;
     while (any_running() && std::chrono::steady_clock::now() < deadline) {
       poll();
@@ -212,7 +222,7 @@ WorkerGroup::WorkerGroup(std::chrono::milliseconds grace, size_t tail_lines) : i
 WorkerGroup::~WorkerGroup() {
   impl_->stop_monitor = true;
   if (impl_->monitor_thread.joinable()) impl_->monitor_thread.join();
-  impl_->stop_all();
+  impl_->stop_all(SIGTERM);
   for (auto& w : impl_->workers) {
     if (w->reader.joinable()) w->reader.join();
   }
@@ -257,18 +267,21 @@ void WorkerGroup::start(const WorkerSpec& spec) {
   if (pid == 0) {
     ::setpgid(0, 0);
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(127);  // the launcher died before prctl
-    ::dup2(fds[1], STDERR_FILENO);
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    struct sigaction dfl {};
-    dfl.sa_handler = SIG_DFL;
-    ::sigaction(SIGINT, &dfl, nullptr);
-    ::sigaction(SIGTERM, &dfl, nullptr);
-    ::sigaction(SIGPIPE, &dfl, nullptr);
-    ::execve(argv[0], argv.data(), envp.data());
-    (void)!::write(STDERR_FILENO, exec_error.data(), exec_error.size());
+    if (::getppid() == parent) {  // else the launcher died before prctl: run nothing
+      ::dup2(fds[1], STDERR_FILENO);
+      sigset_t none;
+      sigemptyset(&none);
+      ::sigprocmask(SIG_SETMASK, &none, nullptr);
+      struct sigaction dfl {};
+      dfl.sa_handler = SIG_DFL;
+      ::sigaction(SIGINT, &dfl, nullptr);
+      ::sigaction(SIGTERM, &dfl, nullptr);
+      ::sigaction(SIGPIPE, &dfl, nullptr);
+      ::execve(argv[0], argv.data(), envp.data());
+      (void)!::write(STDERR_FILENO, exec_error.data(), exec_error.size());
+    }
+    // The forked copy of this process must not return into its code: the one exit in the
+    // library (tests/layering checks that it stays the only one).
     ::_exit(127);
   }
   ::setpgid(pid, pid);  // also here: no race with an early kill(-pid)
@@ -286,12 +299,26 @@ void WorkerGroup::start(const WorkerSpec& spec) {
 }
 
 std::optional<WorkerExit> WorkerGroup::wait() {
+  return wait([](int64_t) { return false; });
+}
+
+std::optional<WorkerExit> WorkerGroup::wait(const std::function<bool(int64_t rank)>& finished) {
   for (;;) {
     if (Impl::Worker* failed = impl_->poll()) {
-      impl_->stop_all();
+      impl_->stop_all(SIGTERM);
       return impl_->finish_report(*failed);
     }
     if (!impl_->any_running()) return std::nullopt;
+    {
+      std::lock_guard<std::mutex> lock(impl_->mutex);
+      for (auto& w : impl_->workers) {
+        if (w->running && !w->released && finished(w->rank)) {
+          // Done and flushed, it waits to be ended (as a pool ends its workers).
+          w->released = true;
+          ::kill(-w->pid, SIGKILL);
+        }
+      }
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
 }
@@ -301,7 +328,7 @@ void WorkerGroup::monitor(std::function<void(const WorkerExit&)> on_failure) {
   impl_->monitor_thread = std::thread([this, on_failure = std::move(on_failure)] {
     while (!impl_->stop_monitor) {
       if (Impl::Worker* failed = impl_->poll()) {
-        impl_->stop_all();
+        impl_->stop_all(SIGTERM);
         on_failure(impl_->finish_report(*failed));
         return;
       }
@@ -336,7 +363,7 @@ std::vector<WorkerExit> WorkerGroup::wait_all(std::chrono::milliseconds timeout)
   while (any_running() && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  impl_->stop_all();
+  impl_->stop_all(SIGTERM);
   return exits();
 }
 
@@ -345,8 +372,8 @@ bool WorkerGroup::any_running() {
   return impl_->any_running();
 }
 
-void WorkerGroup::stop_all() {
-  impl_->stop_all();
+void WorkerGroup::stop_all(int first_signal) {
+  impl_->stop_all(first_signal);
 }
 
 void WorkerGroup::signal_all(int signal) {
@@ -365,6 +392,19 @@ std::vector<WorkerExit> WorkerGroup::exits() const {
     if (!w->running) out.push_back(w->exit);
   }
   return out;
+}
+
+std::optional<WorkerExit> WorkerGroup::report(int64_t rank) {
+  impl_->poll();
+  Impl::Worker* found = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    for (auto& w : impl_->workers) {
+      if (w->rank == rank && !w->running) found = w.get();
+    }
+  }
+  if (found == nullptr) return std::nullopt;
+  return impl_->finish_report(*found);
 }
 
 void WorkerGroup::forward_signal(int signal) noexcept {
@@ -413,20 +453,4 @@ std::vector<std::string> this_program_argv() {
   return args;
 }
 
-void run_spawn_workers(const environments::ClusterEnvironment& environment, int64_t local_world_size,
-                       const std::map<std::string, std::string>& extra_env) {
-  const std::vector<std::string> args = this_program_argv();
-  WorkerGroup group;
-  const int64_t node = environment.node_rank();
-  for (int64_t local = 0; local < local_world_size; ++local) {
-    WorkerSpec spec = torchrun_worker(args, node, local, local_world_size, environment.world_size(),
-                                      environment.main_address(), environment.main_port(), "spawn");
-    for (const auto& [k, v] : extra_env) spec.env[k] = v;
-    group.start(spec);
-  }
-  if (auto failure = group.wait()) {
-    throw DistributedError("a spawned worker failed, so the job was stopped: " + failure->describe());
-  }
-}
-
-}  // namespace volt::strategies
+}  // namespace volt::strategies::launchers
