@@ -19,8 +19,8 @@
 #include <nlohmann/json.hpp>
 
 #include "command_args.h"
-#include "launch_command.h"
 #include "flags_command.h"
+#include "launch_command.h"
 #include "volt/accelerators/hardware_probe.h"
 #include "volt/checkpoint_io/safetensors.h"
 #include "volt/checkpoint_io/torch_checkpoint_io.h"
@@ -54,7 +54,8 @@ constexpr const char* kUsage =
     "                     the generator as a web page on http://127.0.0.1:8765/ (volt ui --help)\n"
     "  plot RUN_DIR... [--metrics a,b] [--out curves.png|curves.svg]\n"
     "                     draw the curves of runs' metrics.csv as a PNG or SVG (volt plot --help)\n"
-    "  flags [--markdown]  the Trainer's flags: name, type, default, help (--markdown: README's table)\n"
+    "  flags [--markdown | --names]\n"
+    "                     the Trainer's flags: name, type, default, help (--markdown: README.md's table)\n"
     "  help               this text\n";
 
 int cmd_info() {
