@@ -31,4 +31,4 @@ awk -v begin="$begin" -v end="$end" -v table="$table" '
 chmod --reference="$readme" "$out"
 sync "$out"
 mv "$out" "$readme"
-echo "update_readme_flags: README.md's flag table is up to date ($(grep -c '^| `' "$table") flags)"
+echo "update_readme_flags: README.md's flag table written from the flag table ($(grep -c '^| `' "$table") flags)"
