@@ -14,6 +14,7 @@
 #include "volt/core/compat.h"
 #include "volt/core/error.h"
 #include "volt/core/registry.h"
+#include "volt/core/trainer_flags.h"
 #include "volt/environments/environment_registry.h"
 #include "volt/precision/precision_registry.h"
 #include "volt/strategies/strategy_registry.h"
@@ -148,10 +149,7 @@ std::string fit_precision(const std::string& precision, const std::string& accel
 strategies::DDPOptions ddp_options(const TrainerOptions& o, const std::string& accelerator,
                                    const strategies::StrategySpec& spec) {
   strategies::DDPOptions d;
-  const std::string& b = o.process_group_backend;
-  if (b != "auto" && b != "gloo" && b != "nccl") {
-    throw ConfigError("process_group_backend='" + b + "' is not known. Use auto, gloo or nccl.");
-  }
+  const std::string& b = o.process_group_backend;  // auto, gloo or nccl (the flag table's check)
 #ifdef VOLT_WITH_NCCL
   const bool have_nccl = true;
 #else
@@ -186,13 +184,8 @@ AcceleratorConnector::AcceleratorConnector(const TrainerOptions& options, const 
   // 1. Spellings that are wrong whatever the hardware.
   const std::string precision = precision::normalize_precision(options.precision, &p.warnings);
   const DevicesSpec devices = DevicesSpec::parse(options.devices);
-  if (options.num_nodes < 1) {
-    throw ConfigError("num_nodes=" + std::to_string(options.num_nodes) + " must be at least 1.");
-  }
-  if (options.num_threads < 0) {
-    throw ConfigError("num_threads=" + std::to_string(options.num_threads) +
-                      " is negative. Use 0 (all cores) or a thread count.");
-  }
+  // The flag table's checks of the flags read here (the Trainer ran them all; volt plan did not).
+  for (const char* flag : {"num_nodes", "num_threads", "process_group_backend"}) check_trainer_flag(options, flag);
   // 2-3. The accelerator, then the devices it resolves.
   p.accelerator = choose_accelerator(options.accelerator, hw);
   p.num_threads = options.num_threads > 0 ? options.num_threads : hw.cpu_cores;

@@ -3,7 +3,15 @@
 #include <ATen/ops/stack.h>
 #include <torch/optim/optimizer.h>
 
+#include "volt/core/error.h"
+
 namespace volt::precision {
+
+ClipAlgorithm clip_algorithm_from_flag(const std::string& gradient_clip_algorithm) {
+  if (gradient_clip_algorithm == "norm") return ClipAlgorithm::kNorm;
+  if (gradient_clip_algorithm == "value") return ClipAlgorithm::kValue;
+  throw ConfigError("gradient_clip_algorithm='" + gradient_clip_algorithm + "' is not known. Use \"norm\" or \"value\".");
+}
 
 void Precision::backward(const at::Tensor& loss) {
   loss.backward();

@@ -19,6 +19,7 @@
 #include "volt/core/error_boundary.h"
 #include "volt/core/file_check.h"
 #include "volt/core/seed.h"
+#include "volt/core/trainer_flags.h"
 #include "volt/loggers/csv_logger.h"
 
 namespace volt {
@@ -102,16 +103,16 @@ profilers::Profiler* Trainer::profiler() const {
 }
 
 void Trainer::set_max_steps(int64_t max_steps) {
-  if (max_steps < -1) {
-    throw ConfigError("max_steps=" + std::to_string(max_steps) + " is not valid. Use -1 (no limit) or a step count.");
-  }
+  TrainerOptions changed = options_;
+  changed.max_steps = max_steps;
+  check_trainer_flag(changed, "max_steps");
   options_.max_steps = max_steps;
 }
 
 void Trainer::set_max_epochs(int64_t max_epochs) {
-  if (max_epochs < -1) {
-    throw ConfigError("max_epochs=" + std::to_string(max_epochs) + " is not valid. Use -1 or an epoch count.");
-  }
+  TrainerOptions changed = options_;
+  changed.max_epochs = max_epochs;
+  check_trainer_flag(changed, "max_epochs");
   options_.max_epochs = max_epochs;
 }
 

@@ -10,6 +10,7 @@
 #include "fuzz_target.h"
 #include "volt/cli/cli.h"
 #include "volt/core/error.h"
+#include "volt/core/trainer_flags.h"
 
 namespace {
 
@@ -57,6 +58,14 @@ VOLT_FUZZ_TARGET(cli) {
     (void)cli.get_string("trainer.devices");
   } catch (const volt::Error&) {
     return 0;
+  } catch (const std::exception& e) {
+    volt::fuzz::crash_on_exception(kTarget, e);
+  }
+
+  // The flag table's data-free checks on whatever was parsed: a ConfigError or nothing.
+  try {
+    volt::check_trainer_flags(cli.trainer_options());
+  } catch (const volt::Error&) {
   } catch (const std::exception& e) {
     volt::fuzz::crash_on_exception(kTarget, e);
   }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "volt/core/error.h"
+#include "volt/core/trainer_flags.h"
 #include "volt/core/trainer_options.h"
 
 namespace {
@@ -408,6 +409,47 @@ TEST(Cli, HelpReturnsFalseAndListsEveryOptionWithItsDefaultAndHelp) {
     EXPECT_TRUE(contains(help, "--" + key + " ")) << key;
   }
   EXPECT_EQ(help, cli.usage());
+}
+
+// --help wraps long help over lines: compare with runs of blanks and line breaks as one space.
+std::string one_line(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    const bool blank = c == ' ' || c == '\n';
+    if (blank && (out.empty() || out.back() == ' ')) continue;
+    out += blank ? ' ' : c;
+  }
+  return out;
+}
+
+TEST(Cli, HelpShowsEveryFlagOfTheTableWithItsTypeHelpAndDefault) {
+  const TrainerOptions defaults;
+  const std::string help = one_line(Cli("prog").usage());
+  for (const auto& flag : volt::trainer_flags()) {
+    const std::string name = flag.name;
+    EXPECT_TRUE(contains(help, "--trainer." + name + " " + volt::flag_type_metavar(flag.type))) << name;
+    const std::string default_text = volt::flag_value_text(flag.get(defaults));
+    EXPECT_TRUE(contains(help, one_line(flag.help) + " (default: " + (default_text.empty() ? "\"\"" : default_text) +
+                                   ")"))
+        << name << ": " << flag.help;
+  }
+}
+
+TEST(Cli, TrainerSectionHoldsExactlyTheTablesFlagsInItsOrder) {
+  std::ostringstream out;
+  Cli cli("prog");
+  EXPECT_FALSE(parse(cli, {"--print-config"}, &out));
+  std::vector<std::string> keys;
+  std::istringstream lines(out.str());
+  bool in_trainer = false;
+  for (std::string line; std::getline(lines, line);) {
+    if (line == "trainer:") in_trainer = true;
+    else if (!line.empty() && line[0] != ' ') in_trainer = false;
+    else if (in_trainer) keys.push_back(line.substr(2, line.find(':') - 2));
+  }
+  std::vector<std::string> names;
+  for (const auto& flag : volt::trainer_flags()) names.push_back(flag.name);
+  EXPECT_EQ(keys, names);
 }
 
 TEST(Cli, ShortHelpWinsOverOtherwiseInvalidArguments) {

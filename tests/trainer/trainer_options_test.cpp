@@ -10,14 +10,19 @@
 
 #include <filesystem>
 #include <fstream>
+#include <cstdlib>
 #include <functional>
 #include <set>
 #include <sstream>
 #include <string>
+#include <type_traits>
+#include <variant>
 #include <vector>
 
 #include "support/boring_module.h"
 #include "volt/core/error.h"
+#include "volt/core/trainer_flags.h"
+#include "volt/precision/precision.h"
 #include "volt/trainer/trainer.h"
 
 namespace {
@@ -33,6 +38,16 @@ using volt::testing::random_loader;
 using volt::testing::ScratchDir;
 
 using volt::testing::contains;
+
+// The ConfigError message `f` throws, or a marker that fails every comparison.
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "<no ConfigError thrown>";
+}
 
 // --- validation at construction ---
 
@@ -197,6 +212,119 @@ TEST(TrainerOptionsValidation, GoodEdgeValuesAreAccepted) {
     good[i](o);
     EXPECT_NO_THROW(Trainer trainer(o)) << "case " << i;
   }
+}
+
+// --- the flag table ---
+
+TEST(TrainerFlagTable, EveryDefaultInTrainerOptionsEqualsTheTables) {
+  const TrainerOptions defaults;
+  for (const auto& flag : volt::trainer_flags()) {
+    EXPECT_EQ(volt::flag_value_text(flag.get(defaults)), flag.default_text) << flag.name;
+  }
+}
+
+TEST(TrainerFlagTable, NamesAreUniqueAndEachRowReadsAndWritesItsOwnField) {
+  std::set<std::string> names;
+  for (const auto& flag : volt::trainer_flags()) {
+    EXPECT_TRUE(names.insert(flag.name).second) << flag.name << " twice";
+    EXPECT_EQ(volt::find_trainer_flag(flag.name), &flag);
+    // A value unlike the default, written through the row: only this row's field changes.
+    TrainerOptions o;
+    const std::string before = volt::flag_value_text(flag.get(o));
+    volt::FlagValue changed = flag.get(o);
+    std::visit(
+        [](auto& v) {
+          using T = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<T, bool>) {
+            v = !v;
+          } else if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, double>) {
+            v = v + 7;
+          } else if constexpr (std::is_same_v<T, std::string>) {
+            v += "x";
+          } else if constexpr (std::is_same_v<T, std::optional<int64_t>> || std::is_same_v<T, std::optional<uint64_t>>) {
+            v = v ? std::nullopt : T(3);
+          } else if constexpr (std::is_same_v<T, BatchLimit>) {
+            v = BatchLimit::count(3);
+          } else {
+            v = volt::LoggerOption(false);
+          }
+        },
+        changed);
+    flag.set(o, changed);
+    EXPECT_NE(volt::flag_value_text(flag.get(o)), before) << flag.name;
+    for (const auto& other : volt::trainer_flags()) {
+      if (&other == &flag) continue;
+      EXPECT_EQ(volt::flag_value_text(other.get(o)), other.default_text) << flag.name << " changed " << other.name;
+    }
+  }
+  EXPECT_EQ(volt::find_trainer_flag("no_such_flag"), nullptr);
+}
+
+TEST(TrainerFlagTable, ReadmeTableEqualsTheGeneratedOne) {
+  const char* source_dir = std::getenv("VOLT_SOURCE_DIR");
+  ASSERT_NE(source_dir, nullptr) << "run through ctest, which sets VOLT_SOURCE_DIR";
+  std::ifstream in(std::string(source_dir) + "/README.md");
+  ASSERT_TRUE(in) << source_dir << "/README.md";
+  std::string table;
+  int markers = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line == volt::kReadmeFlagsBegin || line == volt::kReadmeFlagsEnd) {
+      ++markers;
+    } else if (markers == 1) {
+      table += line + "\n";
+    }
+  }
+  ASSERT_EQ(markers, 2) << "README.md lacks the flag table's markers";
+  EXPECT_EQ(table, volt::trainer_flags_markdown())
+      << "README.md's flag table is out of date: run bash scripts/update_readme_flags.sh";
+}
+
+TEST(TrainerFlagTable, EveryFlagHasItsRowInTheReadmeTable) {
+  const std::string markdown = volt::trainer_flags_markdown();
+  for (const auto& flag : volt::trainer_flags()) {
+    EXPECT_TRUE(contains(markdown, "| `" + std::string(flag.name) + "` |")) << flag.name;
+  }
+}
+
+// process_group_backend was checked only when a ddp strategy built its options: a misspelling
+// under the default strategy went unnoticed.
+TEST(TrainerOptionsValidation, UnknownProcessGroupBackendIsRefusedWhateverTheStrategy) {
+  ScratchDir dir;
+  TrainerOptions o = quiet_options(dir.path());
+  o.process_group_backend = "mpi";
+  try {
+    Trainer trainer(o);
+    ADD_FAILURE() << "no ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_TRUE(contains(e.what(), "process_group_backend='mpi'")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "auto, gloo or nccl")) << e.what();
+  }
+}
+
+// set_max_steps and set_max_epochs had checks of their own, with other words.
+TEST(TrainerOptionsValidation, SettersRefuseWithTheTablesMessage) {
+  ScratchDir dir;
+  Trainer trainer(quiet_options(dir.path()));
+  TrainerOptions bad = quiet_options(dir.path());
+  bad.max_steps = -2;
+  const std::string steps = error_of([&] { volt::validate_trainer_options(bad); });
+  EXPECT_EQ(error_of([&] { trainer.set_max_steps(-2); }), steps);
+  bad = quiet_options(dir.path());
+  bad.max_epochs = -3;
+  const std::string epochs = error_of([&] { volt::validate_trainer_options(bad); });
+  EXPECT_EQ(error_of([&] { trainer.set_max_epochs(-3); }), epochs);
+  EXPECT_EQ(trainer.options().max_steps, -1);
+  EXPECT_EQ(trainer.options().max_epochs, 1);
+  trainer.set_max_steps(5);
+  EXPECT_EQ(trainer.options().max_steps, 5);
+}
+
+TEST(TrainerOptionsValidation, GradientClipAlgorithmResolvesToItsEnumOnce) {
+  using volt::precision::ClipAlgorithm;
+  EXPECT_EQ(volt::precision::clip_algorithm_from_flag("norm"), ClipAlgorithm::kNorm);
+  EXPECT_EQ(volt::precision::clip_algorithm_from_flag("value"), ClipAlgorithm::kValue);
+  EXPECT_TRUE(contains(error_of([] { volt::precision::clip_algorithm_from_flag("Value "); }),
+                       "gradient_clip_algorithm='Value '"));
 }
 
 TEST(TrainerOptionsValidation, MaxEpochsZeroRunsNoBatch) {

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command_args.h"
+#include "flags_command.h"
 #include "launch_command.h"
 #include "volt/accelerators/hardware_probe.h"
 #include "volt/checkpoint_io/safetensors.h"
@@ -53,6 +54,8 @@ constexpr const char* kUsage =
     "                     the generator as a web page on http://127.0.0.1:8765/ (volt ui --help)\n"
     "  plot RUN_DIR... [--metrics a,b] [--out curves.png|curves.svg]\n"
     "                     draw the curves of runs' metrics.csv as a PNG or SVG (volt plot --help)\n"
+    "  flags [--markdown | --names]\n"
+    "                     the Trainer's flags: name, type, default, help (--markdown: README.md's table)\n"
     "  help               this text\n";
 
 int cmd_info() {
@@ -364,6 +367,7 @@ int main(int argc, char** argv) {
     if (cmd == "plan") return cmd_plan(argc - 1, argv + 1);
     if (cmd == "inspect") return cmd_inspect(argc - 1, argv + 1);
     if (cmd == "launch") return cmd_launch(argc - 1, argv + 1);
+    if (cmd == "flags") return cmd_flags(argc - 1, argv + 1);
     if (cmd == "new" || cmd == "ui" || cmd == "plot") {
       std::cerr << "volt-core: run `volt " << cmd << "` (the front end runs it without LibTorch).\n";
       return 2;

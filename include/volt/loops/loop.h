@@ -32,6 +32,8 @@ struct LoopContext {
   const connectors::SignalConnector* signals = nullptr;
   /// Every hook and loop action goes through it (and so through the profiler, when one is set).
   Hooks hooks;
+  /// options.gradient_clip_algorithm resolved before the stage: the step path compares no strings.
+  precision::ClipAlgorithm gradient_clip_algorithm = precision::ClipAlgorithm::kNorm;
 };
 
 /// A loop runs one level of a stage (an epoch, the batches of an evaluation, ...). The base

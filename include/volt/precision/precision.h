@@ -20,6 +20,10 @@ namespace volt::precision {
 /// How gradients are clipped (Trainer's gradient_clip_algorithm).
 enum class ClipAlgorithm { kNorm, kValue };
 
+/// The gradient_clip_algorithm flag ("norm" or "value") as its enum, resolved once before a
+/// stage runs. Throws ConfigError for another name (validate_trainer_options refuses it first).
+ClipAlgorithm clip_algorithm_from_flag(const std::string& gradient_clip_algorithm);
+
 /// An RAII scope around a forward pass (autocast and friends); ends when destroyed.
 class ForwardScope {
  public:

@@ -66,9 +66,7 @@ bool run_optimizer_step(LoopContext& ctx, size_t index) {
                       [&](callbacks::Callback& cb) { cb.on_before_optimizer_step(ctx.view, optimizer, index); });
       hooks.module(Hook::on_before_optimizer_step, [&] { ctx.module.on_before_optimizer_step(optimizer, index); });
       if (ctx.options.gradient_clip_val > 0.0) {
-        ctx.strategy.clip_gradients(optimizer, ctx.options.gradient_clip_val,
-                                    ctx.options.gradient_clip_algorithm == "value" ? precision::ClipAlgorithm::kValue
-                                                                                   : precision::ClipAlgorithm::kNorm);
+        ctx.strategy.clip_gradients(optimizer, ctx.options.gradient_clip_val, ctx.gradient_clip_algorithm);
       }
     });
   });

@@ -212,7 +212,8 @@ class Trainer::Impl : public TrainerView {
     return loops::LoopContext{owner_.options_, owner_.state_, module,           *strategy_, callback_connector_,
                               logger_connector_, data,         *this,           optimizers_, lr_schedulers_,
                               signals,
-                              loops::Hooks(callback_connector_, module, *strategy_, profiler_.get())};
+                              loops::Hooks(callback_connector_, module, *strategy_, profiler_.get()),
+                              precision::clip_algorithm_from_flag(owner_.options_.gradient_clip_algorithm)};
   }
 
   // --- stages ---
