@@ -29,6 +29,7 @@
 #include <torch/csrc/jit/serialization/pickle.h>
 #include <torch/csrc/jit/serialization/unpickler.h>
 
+#include "volt/checkpoint_io/zip_integrity.h"
 #include "volt/core/error.h"
 #include "volt/core/error_boundary.h"
 #include "volt/core/file_check.h"
@@ -308,6 +309,23 @@ void atomic_write_stream(const std::string& path, const std::function<void(const
   remove_orphaned_temp_files(dir, target.filename().string());
 }
 
+/// The mapped file as LibTorch's zip reader sees it.
+class MemoryReadAdapter : public caffe2::serialize::ReadAdapterInterface {
+ public:
+  MemoryReadAdapter(const unsigned char* data, size_t size) : data_(data), size_(size) {}
+  size_t size() const override { return size_; }
+  size_t read(uint64_t pos, void* buf, size_t n, const char* /*what*/) const override {
+    if (pos >= size_) return 0;
+    n = std::min<size_t>(n, size_ - static_cast<size_t>(pos));
+    std::memcpy(buf, data_ + pos, n);
+    return n;
+  }
+
+ private:
+  const unsigned char* data_;
+  size_t size_;
+};
+
 }  // namespace
 
 void atomic_write(const std::string& path, const void* bytes, size_t size) {
@@ -387,10 +405,13 @@ Checkpoint TorchCheckpointIO::load_checkpoint(const std::string& path) {
   const std::string name = "checkpoint " + quote_path(path) + " (" + std::to_string(size) + " bytes)";
   c10::IValue root;
   RecordSizes record_bytes;  // tensor record -> its size
+  // One mapping for the integrity check and the read: what was verified is what LibTorch reads.
+  const MappedFile file(path, name);
+  verify_zip(file.data(), file.size(), name);
   try {
     // What torch::jit::pickle_load does, but reading the zip records straight from the
-    // file instead of from a copy of the whole file in memory (2.5x faster on 400 MB).
-    caffe2::serialize::PyTorchStreamReader reader(path);
+    // mapped file instead of from a copy of the whole file in memory (2.5x faster on 400 MB).
+    caffe2::serialize::PyTorchStreamReader reader(std::make_shared<MemoryReadAdapter>(file.data(), file.size()));
     // Every record must lie in the archive's folder: a stray entry is a damaged or foreign file,
     // which LibTorch's own listing refuses (fuzz: "arclive/data/4" was read around, accepted).
     reader.getAllRecords();
