@@ -167,7 +167,8 @@ WeightsFile read_weights_file(const std::string& path) {
       !why.empty()) {
     throw CheckpointError(why);
   }
-  const std::string name = detail::file_label(path, "file");
+  // Named as resume names a checkpoint, so that a damaged file reads the same from volt inspect and fit.
+  const std::string name = detail::file_label(path, "checkpoint");
   const MappedFile file(path, name);
   if (looks_like_safetensors(file.data(), file.size())) {
     WeightsFile out;

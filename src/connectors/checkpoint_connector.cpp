@@ -167,7 +167,7 @@ void CheckpointConnector::validate_progress(const Checkpoint& checkpoint, const 
     }
   }
   if (problems.empty()) return;
-  std::string msg = "checkpoint " + quote_path(path) + " has malformed metadata, so nothing was restored from it:";
+  std::string msg = "checkpoint " + quote_path(path) + " has malformed metadata:";
   for (size_t i = 0; i < problems.size(); ++i) msg += (i ? "; " : " ") + problems[i];
   throw CheckpointError(msg +
                         ". Progress counters are whole numbers of at least 0; the file is damaged or was edited. "
