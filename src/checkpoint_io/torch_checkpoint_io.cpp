@@ -523,18 +523,27 @@ TorchArchive read_torch_archive(const std::string& path, const std::string& role
   TorchArchive out;
   RecordSizes record_bytes;  // tensor record -> its size
   // One mapping for the integrity check and the read: what was verified is what LibTorch reads.
-  const MappedFile file(path, name);
+  // Tensors keep the mapping alive and point into it (copy-on-write): their bytes are read once, by the
+  // CRC check, and never copied.
+  const auto mapping = std::make_shared<const MappedFile>(path, name);
+  const MappedFile& file = *mapping;
   const std::string unreadable = name + " is not a readable " + kind + " (truncated or not a checkpoint): ";
-  // An empty zip (only its end record) starts with that record's signature.
-  if (!looks_like_zip(file.data(), file.size()) &&
-      !(file.size() >= 4 && std::memcmp(file.data(), "PK\x05\x06", 4) == 0)) {
+  if (!looks_like_zip(file.data(), file.size())) {
     throw CheckpointError(unreadable + "it is not a zip archive, which torch.save and Volt write. Give " + expected +
                           ".");
   }
-  verify_zip(file.data(), file.size(), name);
+  std::map<std::string, ZipRecord> records;
+  std::string prefix;
+  for (auto& r : verify_zip(file.data(), file.size(), name)) {
+    const auto slash = r.name.find('/');
+    if (slash != std::string::npos && r.name.compare(slash, std::string::npos, "/data.pkl") == 0) {
+      prefix = r.name.substr(0, slash + 1);
+    }
+    records.emplace(r.name, std::move(r));
+  }
   try {
-    // What torch::jit::pickle_load does, but reading the zip records straight from the
-    // mapped file instead of from a copy of the whole file in memory (2.5x faster on 400 MB).
+    // What torch::jit::pickle_load does, but reading the zip records straight from the mapped file
+    // instead of from a copy of the whole file in memory.
     caffe2::serialize::PyTorchStreamReader reader(std::make_shared<MemoryReadAdapter>(file.data(), file.size()));
     // Every record must lie in the archive's folder: a stray entry is a damaged or foreign file,
     // which LibTorch's own listing refuses (fuzz: "arclive/data/4" was read around, accepted).
@@ -554,9 +563,16 @@ TorchArchive read_torch_archive(const std::string& path, const std::string& role
         },
         nullptr, nullptr,
         [&](const std::string& record) {
-          auto [bytes, record_size] = reader.getRecord("data/" + record);
-          record_bytes[bytes.get()] = record_size;
-          return std::move(bytes);
+          const auto it = records.find(prefix + "data/" + record);
+          if (it == records.end()) {
+            throw CheckpointError(name + " names a tensor record " + quote_path("data/" + record) +
+                                  " that it does not have; the file is damaged.");
+          }
+          void* bytes = const_cast<unsigned char*>(file.data()) + it->second.data_offset;
+          record_bytes[bytes] = static_cast<size_t>(it->second.size);
+          return at::DataPtr(
+              bytes, new std::shared_ptr<const MappedFile>(mapping),
+              [](void* ctx) { delete static_cast<std::shared_ptr<const MappedFile>*>(ctx); }, at::Device(at::kCPU));
         },
         c10::nullopt);
     unpickler.set_version(reader.version());

@@ -5,6 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cerrno>
@@ -17,8 +20,69 @@
 
 namespace volt::checkpoint_io {
 
+namespace {
+
+#if defined(__x86_64__)
+// CRC-32 by carry-less multiplication (Gopal et al., "Fast CRC Computation for Generic Polynomials Using
+// PCLMULQDQ Instruction", Intel, 2009): four 128-bit lanes are folded 512 bits at a time, then into one lane,
+// then reduced to 32 bits (Barrett). The constants are the paper's, for the bit-reflected polynomial
+// 0xEDB88320. zlib 1.2.13's table-driven CRC runs at ~1.5 GB/s here, which made the check cost more than
+// the read; this runs at memory speed. `state` is the CRC register (the inverted CRC); `n` is a multiple of
+// 16, at least 64.
+#define VOLT_CLMUL __attribute__((target("pclmul,sse4.1")))
+
+VOLT_CLMUL inline __m128i load(const unsigned char* at) {
+  return _mm_loadu_si128(reinterpret_cast<const __m128i*>(at));
+}
+
+/// acc times x^(k's distance), plus the next 128 bits.
+VOLT_CLMUL inline __m128i fold(__m128i acc, __m128i k, __m128i next) {
+  return _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(acc, k, 0x00), _mm_clmulepi64_si128(acc, k, 0x11)), next);
+}
+
+VOLT_CLMUL uint32_t crc32_clmul(const unsigned char* p, size_t n, uint32_t state) {
+  const __m128i by_four = _mm_set_epi64x(0x1c6e41596, 0x154442bd4);
+  const __m128i by_one = _mm_set_epi64x(0x0ccaa009e, 0x1751997d0);
+  const __m128i to_64 = _mm_set_epi64x(0, 0x163cd6124);
+  const __m128i barrett = _mm_set_epi64x(0x1f7011641, 0x1db710641);
+  const __m128i low32 = _mm_setr_epi32(-1, 0, -1, 0);
+  __m128i lane[4] = {load(p), load(p + 16), load(p + 32), load(p + 48)};
+  lane[0] = _mm_xor_si128(lane[0], _mm_cvtsi32_si128(static_cast<int>(state)));
+  p += 64;
+  n -= 64;
+  for (; n >= 64; p += 64, n -= 64) {
+    for (int k = 0; k < 4; ++k) lane[k] = fold(lane[k], by_four, load(p + 16 * k));
+  }
+  __m128i acc = lane[0];
+  for (int k = 1; k < 4; ++k) acc = fold(acc, by_one, lane[k]);
+  for (; n >= 16; p += 16, n -= 16) acc = fold(acc, by_one, load(p));
+  // 128 -> 64 bits.
+  acc = _mm_xor_si128(_mm_srli_si128(acc, 8), _mm_clmulepi64_si128(acc, by_one, 0x10));
+  acc = _mm_xor_si128(_mm_clmulepi64_si128(_mm_and_si128(acc, low32), to_64, 0x00), _mm_srli_si128(acc, 4));
+  // 64 -> 32 bits.
+  __m128i t = _mm_and_si128(_mm_clmulepi64_si128(_mm_and_si128(acc, low32), barrett, 0x10), low32);
+  acc = _mm_xor_si128(acc, _mm_clmulepi64_si128(t, barrett, 0x00));
+  return static_cast<uint32_t>(_mm_extract_epi32(acc, 1));
+}
+
+bool has_clmul() {
+  static const bool has = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+  return has;
+}
+#endif
+
+}  // namespace
+
 uint32_t crc32(const void* data, size_t size, uint32_t crc) {
   const auto* p = static_cast<const Bytef*>(data);
+#if defined(__x86_64__)
+  if (size >= 64 && has_clmul()) {
+    const size_t bulk = size & ~size_t{15};
+    crc = ~crc32_clmul(p, bulk, ~crc);
+    p += bulk;
+    size -= bulk;
+  }
+#endif
   // crc32_z takes a size_t length; still fed in 1 GiB pieces to stay within any uInt limits.
   while (size > 0) {
     const size_t piece = std::min<size_t>(size, size_t{1} << 30);
@@ -30,7 +94,9 @@ uint32_t crc32(const void* data, size_t size, uint32_t crc) {
 }
 
 bool looks_like_zip(const unsigned char* bytes, size_t size) {
-  return size >= 4 && std::memcmp(bytes, "PK\x03\x04", 4) == 0;
+  // A local header first, an end record first (an empty archive), or an end record last (a damaged start).
+  return size >= 4 && (std::memcmp(bytes, "PK\x03\x04", 4) == 0 || std::memcmp(bytes, "PK\x05\x06", 4) == 0 ||
+                       (size >= 22 && std::memcmp(bytes + size - 22, "PK\x05\x06", 4) == 0));
 }
 
 namespace {
@@ -356,13 +422,21 @@ MappedFile::MappedFile(const std::string& path, const std::string& what) {
   }
   size_ = static_cast<size_t>(st.st_size);
   if (size_ > 0) {
-    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    // Read in at once (MAP_POPULATE: one call instead of a page fault per 4 KiB), then made writable:
+    // a tensor that points into the mapping may be changed in place (copy on write); the file never is.
+    // (Populating a writable private mapping would copy every page.)
+    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    if (p != MAP_FAILED && ::mprotect(p, size_, PROT_READ | PROT_WRITE) != 0) {
+      const int err = errno;
+      ::munmap(p, size_);
+      ::close(fd);
+      throw CheckpointError(what + " cannot be mapped into memory: " + std::strerror(err) + ".");
+    }
     if (p == MAP_FAILED) {
       const int err = errno;
       ::close(fd);
       throw CheckpointError(what + " cannot be mapped into memory: " + std::strerror(err) + ".");
     }
-    ::madvise(p, size_, MADV_SEQUENTIAL);
     data_ = static_cast<const unsigned char*>(p);
   }
   ::close(fd);

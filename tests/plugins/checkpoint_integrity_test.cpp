@@ -14,6 +14,7 @@
 #include <ATen/ops/arange.h>
 #include <ATen/ops/ones.h>
 #include <gtest/gtest.h>
+#include <zlib.h>
 
 #include "support/expect.h"
 #include "support/temp_dir.h"
@@ -142,6 +143,23 @@ TEST(Crc32, MatchesTheStandardCheckValue) {
   EXPECT_EQ(volt::checkpoint_io::crc32(check.data() + 4, 5, first), 0xCBF43926u);
 }
 
+TEST(Crc32, EqualsZlibsForEveryLengthAndAlignment) {
+  // The carry-less-multiplication path (64 bytes and more, on x86-64) against zlib's table.
+  std::mt19937 rng(7);
+  std::string bytes(5000, '\0');
+  for (auto& c : bytes) c = static_cast<char>(rng());
+  for (size_t offset = 0; offset < 16; ++offset) {
+    for (size_t len : {0, 1, 15, 16, 63, 64, 65, 79, 80, 127, 128, 129, 255, 256, 1000, 4095, 4096, 4900}) {
+      const auto* p = reinterpret_cast<const Bytef*>(bytes.data() + offset);
+      const uint32_t expected = static_cast<uint32_t>(::crc32_z(::crc32_z(0, nullptr, 0), p, len));
+      ASSERT_EQ(volt::checkpoint_io::crc32(p, len), expected) << "length " << len << " at offset " << offset;
+      ASSERT_EQ(volt::checkpoint_io::crc32(p + len / 2, len - len / 2, volt::checkpoint_io::crc32(p, len / 2)),
+                expected)
+          << "in two pieces, length " << len;
+    }
+  }
+}
+
 TEST(CheckpointIntegrity, AnIntactArchiveVerifiesAndLoads) {
   volt::testing::TempDir dir;
   const Archive a = saved_archive(dir);
@@ -221,4 +239,25 @@ TEST(CheckpointIntegrity, BytesAppendedAfterTheArchiveAreRefused) {
   const std::string msg = error_message<volt::CheckpointError>(
       [&] { volt::checkpoint_io::TorchCheckpointIO().load_checkpoint(dir / "long.ckpt"); });
   EXPECT_TRUE(volt::testing::mentions(msg, {"long.ckpt", "followed by 8 bytes"}));
+}
+
+TEST(CheckpointIntegrity, LoadedTensorsCanBeChangedInPlaceWithoutTouchingTheFile) {
+  // Tensors point into a private mapping of the file (no copy): writes go to their own pages.
+  volt::testing::TempDir dir;
+  const Archive a = saved_archive(dir);
+  write_bytes(dir / "cow.ckpt", a.bytes);
+  at::Tensor w;
+  {
+    volt::Checkpoint c = volt::checkpoint_io::TorchCheckpointIO().load_checkpoint(dir / "cow.ckpt");
+    w = c.tensors.at("state_dict.w");
+  }
+  w.add_(1);  // outlives the Checkpoint, written in place
+  EXPECT_EQ(w.sum().item<float>(), 2016.0f + 64.0f);
+  EXPECT_EQ(read_bytes(dir / "cow.ckpt"), a.bytes);
+  EXPECT_EQ(volt::checkpoint_io::TorchCheckpointIO()
+                .load_checkpoint(dir / "cow.ckpt")
+                .tensors.at("state_dict.w")
+                .sum()
+                .item<float>(),
+            2016.0f);
 }

@@ -34,10 +34,12 @@ struct ZipRecord {
 /// `what` names the file in messages, e.g. "checkpoint 'a.ckpt' (1234 bytes)".
 std::vector<ZipRecord> verify_zip(const unsigned char* bytes, size_t size, const std::string& what);
 
-/// Whether `bytes` start like a zip archive (a local header signature "PK\3\4").
+/// Whether `bytes` look like a zip archive: a local header signature "PK\3\4" or an end record first (an
+/// empty archive), or an end-of-central-directory record as its last 22 bytes (a damaged start).
 bool looks_like_zip(const unsigned char* bytes, size_t size);
 
-/// A regular file mapped read-only into memory (the whole file; pages are read on demand).
+/// A regular file mapped into memory, private: the mapping may be written (copy on write, for tensors that
+/// point into it), the file never is. The whole file is mapped and its pages read at once (MAP_POPULATE).
 /// One open file descriptor for the check and the read, so what was verified is what is
 /// read even if another writer renames a new file over the path meanwhile.
 class MappedFile {
