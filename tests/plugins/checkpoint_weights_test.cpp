@@ -261,3 +261,37 @@ TEST(WeightsFile, AFileOfNoKnownFormatIsRefusedSayingWhatItIs) {
   EXPECT_TRUE(mentions(error_message<volt::CheckpointError>([&] { read_weights_file(dir / "notes.txt"); }),
                        {"notes.txt", "neither a zip archive", "nor a .safetensors file"}));
 }
+
+namespace {
+
+/// `volt-core inspect --json FILE`'s output (the build's binary, beside the tests), or "" when not built.
+std::string inspect_json(const std::string& path) {
+  const fs::path cli = fs::absolute("../tools/volt/volt-core");
+  if (!fs::exists(cli)) return "";
+  const std::string cmd = "'" + cli.string() + "' inspect --json '" + path + "' 2>&1";
+  std::string out;
+  if (FILE* p = ::popen(cmd.c_str(), "r")) {
+    char buf[4096];
+    size_t n = 0;
+    while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+    ::pclose(p);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_F(PythonWeights, VoltInspectSaysWhichFormatEachFileIs) {
+  if (!fs::exists("../tools/volt/volt-core")) GTEST_SKIP() << "volt-core is not built beside the tests";
+  EXPECT_TRUE(mentions(inspect_json(file("sd.pt")), {"\"format\":\"torch.save state_dict\"", "\"fc2.weight\""}));
+  EXPECT_TRUE(mentions(inspect_json(file("w.safetensors")), {"\"format\":\"safetensors\""}));
+  if (has_lightning()) {
+    EXPECT_TRUE(mentions(inspect_json(file("lit.ckpt")),
+                         {"\"format\":\"Lightning checkpoint\"", "\"global_step\":3", "\"model.fc1.weight\""}));
+  }
+  volt::Checkpoint c;
+  c.tensors["state_dict.w"] = at::ones({2});
+  c.meta = {{"format_version", 1}, {"epoch", 1}, {"global_step", 2}, {"weights_only", true}};
+  volt::checkpoint_io::TorchCheckpointIO().save_checkpoint(c, file("v.ckpt"));
+  EXPECT_TRUE(mentions(inspect_json(file("v.ckpt")), {"\"format\":\"Volt checkpoint\"", "\"state_dict.w\""}));
+}
