@@ -22,6 +22,7 @@
 #include <ATen/core/Dict.h>
 #include <ATen/core/ivalue.h>
 #include <ATen/ops/empty.h>
+#include <c10/core/CPUAllocator.h>
 #include <caffe2/serialize/inline_container.h>
 #include <torch/csrc/jit/serialization/export.h>
 #include <torch/csrc/jit/serialization/import_read.h>
@@ -569,7 +570,15 @@ TorchArchive read_torch_archive(const std::string& path, const std::string& role
                                   " that it does not have; the file is damaged.");
           }
           void* bytes = const_cast<unsigned char*>(file.data()) + it->second.data_offset;
-          record_bytes[bytes] = static_cast<size_t>(it->second.size);
+          const size_t size = static_cast<size_t>(it->second.size);
+          if (it->second.data_offset % 64 != 0) {
+            // torch.save aligns tensor records to 64 bytes; another writer's are copied to aligned memory.
+            at::DataPtr copy = c10::GetCPUAllocator()->allocate(size);
+            if (size > 0) std::memcpy(copy.get(), bytes, size);
+            record_bytes[copy.get()] = size;
+            return copy;
+          }
+          record_bytes[bytes] = size;
           return at::DataPtr(
               bytes, new std::shared_ptr<const MappedFile>(mapping),
               [](void* ctx) { delete static_cast<std::shared_ptr<const MappedFile>*>(ctx); }, at::Device(at::kCPU));

@@ -4,6 +4,7 @@
 // is written.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -260,4 +261,43 @@ TEST(CheckpointIntegrity, LoadedTensorsCanBeChangedInPlaceWithoutTouchingTheFile
                 .sum()
                 .item<float>(),
             2016.0f);
+}
+
+TEST(CheckpointIntegrity, AnArchiveRepackedWithoutAlignmentStillLoads) {
+  // Python's zipfile, set to write the fields as PyTorch does, packs the records without the 64-byte
+  // alignment padding: the tensors are then copied out of the mapping instead of pointing into it.
+  if (std::system("/usr/bin/python3 -c 'import zipfile' 2>/dev/null") != 0) GTEST_SKIP() << "no /usr/bin/python3";
+  volt::testing::TempDir dir;
+  const Archive a = saved_archive(dir);
+  write_bytes(dir / "aligned.ckpt", a.bytes);
+  std::ofstream(dir / "repack.py") << R"(
+import struct, sys, zipfile
+src, dst = zipfile.ZipFile(sys.argv[1]), zipfile.ZipFile(sys.argv[2], "w")
+for info in src.infolist():
+    out = zipfile.ZipInfo(info.filename, date_time=(1980, 1, 1, 0, 0, 0))
+    out.create_system, out.create_version, out.extract_version, out.external_attr = 0, 45, 0, 0
+    out.compress_type = zipfile.ZIP_STORED
+    dst.writestr(out, src.read(info.filename))
+dst.close()
+# zipfile always writes Unix permissions into the attributes, which PyTorch leaves 0: clear them.
+b = bytearray(open(sys.argv[2], "rb").read())
+count, size, at = struct.unpack("<HII", b[len(b) - 12:len(b) - 2])
+for _ in range(count):
+    b[at + 38:at + 42] = bytes(4)
+    at += 46 + sum(struct.unpack("<HHH", b[at + 28:at + 34]))
+open(sys.argv[2], "wb").write(b)
+)";
+  const std::string cmd =
+      "/usr/bin/python3 " + (dir / "repack.py") + " " + (dir / "aligned.ckpt") + " " + (dir / "packed.ckpt");
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const auto packed = read_bytes(dir / "packed.ckpt");
+  const auto* p = reinterpret_cast<const unsigned char*>(packed.data());
+  bool unaligned = false;
+  for (const auto& r : volt::checkpoint_io::verify_zip(p, packed.size(), "packed")) {
+    unaligned = unaligned || (contains(r.name, "/data/") && r.data_offset % 64 != 0);
+  }
+  EXPECT_TRUE(unaligned) << "the repacked archive should have unaligned tensor records";
+  const volt::Checkpoint c = volt::checkpoint_io::TorchCheckpointIO().load_checkpoint(dir / "packed.ckpt");
+  EXPECT_TRUE(c.tensors.at("state_dict.w").equal(at::arange(64, at::kFloat).reshape({8, 8})));
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(c.tensors.at("state_dict.w").data_ptr()) % 64, 0u);
 }
