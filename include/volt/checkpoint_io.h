@@ -2,6 +2,9 @@
 /// Every public header of volt/checkpoint_io/.
 #include "volt/checkpoint_io/async_checkpoint_io.h"
 #include "volt/checkpoint_io/checkpoint_io.h"
+#include "volt/checkpoint_io/load_weights.h"
 #include "volt/checkpoint_io/torch_checkpoint_io.h"
 #include "volt/checkpoint_io/safetensors.h"
 #include "volt/checkpoint_io/state_dict.h"
+#include "volt/checkpoint_io/weights_file.h"
+#include "volt/checkpoint_io/zip_integrity.h"

@@ -23,9 +23,10 @@ std::map<std::string, at::Tensor> module_state_dict(const torch::nn::Module& mod
 }
 
 void load_state_dict_strict(torch::nn::Module& module, std::map<std::string, at::Tensor> state,
-                            const std::string& source, const std::string& kind) {
+                            const std::string& source, const std::string& kind, bool dtypes_must_match) {
   std::vector<std::string> missing;
   std::vector<std::string> mismatched;
+  std::vector<std::string> mistyped;
   std::vector<std::pair<at::Tensor, at::Tensor>> copies;
   auto visit = [&](const std::string& name, at::Tensor& target) {
     if (!target.defined()) return;
@@ -38,6 +39,9 @@ void load_state_dict_strict(torch::nn::Module& module, std::map<std::string, at:
       std::ostringstream msg;
       msg << name << " (" << kind << " " << it->second.sizes() << ", module " << target.sizes() << ")";
       mismatched.push_back(msg.str());
+    } else if (dtypes_must_match && it->second.scalar_type() != target.scalar_type()) {
+      mistyped.push_back(name + " (" + kind + " " + c10::toString(it->second.scalar_type()) + ", module " +
+                         c10::toString(target.scalar_type()) + ")");
     } else {
       copies.emplace_back(target, it->second);
     }
@@ -45,7 +49,7 @@ void load_state_dict_strict(torch::nn::Module& module, std::map<std::string, at:
   };
   for (auto& item : module.named_parameters(true)) visit(item.key(), item.value());
   for (auto& item : module.named_buffers(true)) visit(item.key(), item.value());
-  if (!missing.empty() || !mismatched.empty() || !state.empty()) {
+  if (!missing.empty() || !mismatched.empty() || !mistyped.empty() || !state.empty()) {
     std::string msg = source + " does not fit module " + module.name() + ":";
     auto list = [&](const std::string& what, std::vector<std::string> names) {
       if (names.empty()) return;
@@ -58,6 +62,7 @@ void load_state_dict_strict(torch::nn::Module& module, std::map<std::string, at:
     for (const auto& [name, tensor] : state) unexpected.push_back(name);
     list("missing in " + kind, missing);
     list("shape differs", mismatched);
+    list("dtype differs", mistyped);
     list("unexpected in " + kind, unexpected);
     throw CheckpointError(msg + " Load it into the model class and configuration that wrote it.");
   }

@@ -46,8 +46,8 @@ void restore_cuda_rng(const Checkpoint& ckpt) {
     if (key.compare(0, kCudaRngPrefix.size(), kCudaRngPrefix) != 0) continue;
     const int64_t index = std::stoll(key.substr(kCudaRngPrefix.size()));
     if (index < 0 || index >= n) continue;
-    auto gen = at::globalContext().defaultGenerator(
-        c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(index)));
+    auto gen =
+        at::globalContext().defaultGenerator(c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(index)));
     std::lock_guard<std::mutex> lock(gen.mutex());
     gen.set_state(state);
   }
@@ -116,18 +116,67 @@ void CheckpointConnector::save(const CheckpointParts& parts, const std::string& 
 Checkpoint CheckpointConnector::load(const std::string& path) const {
   Checkpoint ckpt = strategy_.load_checkpoint(path);
   // Read as JSON: a damaged file may hold a string or nothing there.
-  const nlohmann::json version = ckpt.meta.is_object() ? ckpt.meta.value("format_version", nlohmann::json(-1))
-                                                       : nlohmann::json(-1);
+  const nlohmann::json version =
+      ckpt.meta.is_object() ? ckpt.meta.value("format_version", nlohmann::json(-1)) : nlohmann::json(-1);
   if (version != kCheckpointFormatVersion) {
     throw CheckpointError("checkpoint '" + path + "' has format version " + version.dump() +
                           "; this Volt (" VOLT_VERSION_STRING ") reads version " +
                           std::to_string(kCheckpointFormatVersion) + ".");
   }
+  validate_progress(ckpt, path);
   return ckpt;
 }
 
+void CheckpointConnector::validate_progress(const Checkpoint& checkpoint, const std::string& path) {
+  std::vector<std::string> problems;
+  const auto& meta = checkpoint.meta;
+  auto counter = [&](const nlohmann::json& where, const char* key, const std::string& label, bool required) {
+    if (!where.is_object() || !where.contains(key)) {
+      if (required) problems.push_back(label + " is missing");
+      return;
+    }
+    const auto& v = where.at(key);
+    if (!v.is_number_integer()) {
+      problems.push_back(label + " is " + v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+                         ", not a whole number");
+    } else if (v.is_number_integer() && !v.is_number_unsigned() && v.get<int64_t>() < 0) {
+      problems.push_back(label + " is " + v.dump() + ", below 0");
+    }
+  };
+  counter(meta, "epoch", "epoch", true);
+  counter(meta, "global_step", "global_step", true);
+  const bool weights_only = meta.is_object() && meta.value("weights_only", nlohmann::json(false)) == true;
+  if (meta.contains("loops") || !weights_only) {
+    const nlohmann::json& loops = meta.contains("loops") ? meta.at("loops") : nlohmann::json();
+    if (!loops.is_object()) {
+      problems.push_back(std::string("loops is ") + (loops.is_null() ? "missing" : "not an object"));
+    } else {
+      for (const char* key : {"epoch", "global_step", "batches_done", "batches_seen", "num_training_batches"}) {
+        counter(loops, key, std::string("loops.") + key, true);
+      }
+    }
+  }
+  if (meta.contains("lr_schedulers")) {
+    const auto& scheds = meta.at("lr_schedulers");
+    if (!scheds.is_array()) {
+      problems.push_back("lr_schedulers is not a list");
+    } else {
+      for (size_t i = 0; i < scheds.size(); ++i) {
+        counter(scheds[i], "last_epoch", "lr_schedulers[" + std::to_string(i) + "].last_epoch", true);
+      }
+    }
+  }
+  if (problems.empty()) return;
+  std::string msg = "checkpoint " + quote_path(path) + " has malformed metadata:";
+  for (size_t i = 0; i < problems.size(); ++i) msg += (i ? "; " : " ") + problems[i];
+  throw CheckpointError(msg +
+                        ". Progress counters are whole numbers of at least 0; the file is damaged or was edited. "
+                        "Resume from another checkpoint.");
+}
+
 void CheckpointConnector::restore_module(Module& module, const Checkpoint& checkpoint, const std::string& path) {
-  checkpoint_io::load_state_dict_strict(module, checkpoint.state_dict(), "checkpoint '" + path + "'", "checkpoint");
+  checkpoint_io::load_state_dict_strict(module, checkpoint.state_dict(), "checkpoint '" + path + "'", "checkpoint",
+                                        /*dtypes_must_match=*/true);
 }
 
 // A function-try-block: metadata of the wrong JSON type (a damaged or hand-edited file) is the file's error.
@@ -154,7 +203,8 @@ void CheckpointConnector::restore_training_state(const CheckpointParts& parts, c
       parts.lr_schedulers[i].scheduler->set_last_epoch(scheds[i].value("last_epoch", int64_t{0}));
     }
   }
-  if (meta.contains("precision")) strategy_.precision().load_state_dict(meta["precision"].value("state", nlohmann::json::object()));
+  if (meta.contains("precision"))
+    strategy_.precision().load_state_dict(meta["precision"].value("state", nlohmann::json::object()));
   const auto loops = meta.value("loops", nlohmann::json::object());
   parts.state.current_epoch = loops.value("epoch", int64_t{0});
   parts.state.global_step = loops.value("global_step", int64_t{0});
@@ -162,8 +212,7 @@ void CheckpointConnector::restore_training_state(const CheckpointParts& parts, c
   parts.state.batches_seen = loops.value("batches_seen", int64_t{0});
   parts.state.restarting = true;
   // A checkpoint taken after an epoch's last batch resumes at the start of the next epoch.
-  if (parts.state.batches_done > 0 &&
-      parts.state.batches_done >= loops.value("num_training_batches", int64_t{-1})) {
+  if (parts.state.batches_done > 0 && parts.state.batches_done >= loops.value("num_training_batches", int64_t{-1})) {
     parts.state.current_epoch += 1;
     parts.state.batches_done = 0;
   }
@@ -181,8 +230,8 @@ void CheckpointConnector::restore_training_state(const CheckpointParts& parts, c
   }
   restore_cuda_rng(checkpoint);
 } catch (const nlohmann::json::exception& e) {
-  throw CheckpointError("checkpoint '" + path + "' has malformed metadata, so training cannot resume from it: " +
-                        e.what());
+  throw CheckpointError("checkpoint '" + path +
+                        "' has malformed metadata, so training cannot resume from it: " + e.what());
 } catch (const c10::Error&) {
   // LibTorch's first line only (never its internal-assertion text), through the one error boundary.
   rethrow_as_volt_error("checkpoint " + quote_path(path) +

@@ -1,9 +1,9 @@
-// TorchCheckpointIO::load_checkpoint: the .ckpt reader behind resume (ckpt_path), validate/test
-// with a checkpoint, and `volt inspect`. A file it accepts must give a Checkpoint whose parts can be
-// read the way inspect and resume read them (tensors defined, metadata a JSON object).
-// Input: the file's bytes; or a NUL byte and then a pickle, which the harness packs into an archive as
-// Volt writes it (data.pkl and the tensor records data/0 .. data/7, 256 bytes each) with valid checksums,
-// so that mutations reach the unpickler and Volt's reading of the dict instead of failing a zip CRC.
+// TorchCheckpointIO::load_checkpoint: the .ckpt reader behind resume (ckpt_path) and validate/test
+// with a checkpoint; and read_weights_file, the weights-only reader behind load_weights and `volt inspect`. A file it
+// accepts must give a Checkpoint whose parts can be read the way inspect and resume read them (tensors defined,
+// metadata a JSON object). Input: the file's bytes; or a NUL byte and then a pickle, which the harness packs into an
+// archive as Volt writes it (data.pkl and the tensor records data/0 .. data/7, 256 bytes each) with valid checksums, so
+// that mutations reach the unpickler and Volt's reading of the dict instead of failing a zip CRC.
 //
 // LibTorch 1.13's unpickler trusts what a pickle claims (lengths, memo indices, stack depth); load_checkpoint
 // walks the pickle first, and regressions/checkpoint/ holds the inputs that showed each claim. Some make an
@@ -19,6 +19,7 @@
 
 #include "fuzz_target.h"
 #include "volt/checkpoint_io/torch_checkpoint_io.h"
+#include "volt/checkpoint_io/weights_file.h"
 #include "volt/core/error.h"
 
 namespace {
@@ -47,6 +48,23 @@ VOLT_FUZZ_TARGET(checkpoint) {
     volt::fuzz::write_file(path, reinterpret_cast<const uint8_t*>(file.data()), file.size());
   } else {
     volt::fuzz::write_file(path, data, size);
+  }
+  // The weights-only reader behind load_weights and volt inspect (it runs its own pickle reader): it refuses
+  // the file or gives tensors that lie inside their storages, and JSON that can be printed.
+  try {
+    const auto weights = volt::checkpoint_io::read_weights_file(path);
+    for (const auto& [name, t] : weights.state_dict) {
+      if (!t.defined()) volt::fuzz::crash(kTarget, "read_weights_file gave tensor '" + name + "' undefined");
+      if (t.numel() > 0 && at::detail::computeStorageNbytes(t.sizes(), t.strides(), t.element_size(),
+                                                            t.storage_offset()) > t.storage().nbytes()) {
+        volt::fuzz::crash(kTarget, "read_weights_file gave tensor '" + name + "', which reaches past its storage");
+      }
+      if (t.numel() > 0) (void)t.contiguous().sum();
+    }
+    (void)weights.info.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  } catch (const volt::Error&) {
+  } catch (const std::exception& e) {
+    volt::fuzz::crash_on_exception(kTarget, e);
   }
   volt::Checkpoint ckpt;
   try {

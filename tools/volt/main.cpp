@@ -24,7 +24,9 @@
 #include "volt/accelerators/hardware_probe.h"
 #include "volt/checkpoint_io/safetensors.h"
 #include "volt/checkpoint_io/torch_checkpoint_io.h"
+#include "volt/checkpoint_io/weights_file.h"
 #include "volt/connectors/accelerator_connector.h"
+#include "volt/connectors/checkpoint_connector.h"
 #include "volt/core/compat.h"
 #include "volt/core/error.h"
 #include "volt/core/input_file.h"
@@ -44,8 +46,9 @@ constexpr const char* kUsage =
     "  plan [--devices D --strategy S ... --assume cuda=8 --json]\n"
     "                     resolve hardware flags into the plan a Trainer would run (volt plan --help)\n"
     "  inspect FILE [--json]\n"
-    "                     describe a Volt checkpoint or a .safetensors file: versions, progress,\n"
-    "                     metrics, every tensor's dtype and shape, totals, optimizer state\n"
+    "                     say which format a file is (Volt or Lightning checkpoint, torch.save state_dict,\n"
+    "                     safetensors) and describe it: versions, progress, metrics, every tensor's dtype\n"
+    "                     and shape, totals, optimizer state; a damaged file is refused\n"
     "  launch [--nproc-per-node N --nnodes M --node-rank K --master-addr A --master-port P] -- PROGRAM ARGS\n"
     "                     start a program's ranks with torchrun's variables (volt launch --help)\n"
     "  new NAME --template T [--OPTION VALUE ...]\n"
@@ -158,9 +161,10 @@ int cmd_plan(int argc, char** argv) {
 
 constexpr const char* kInspectUsage =
     "usage: volt inspect FILE [--json]\n"
-    "Describes a Volt checkpoint or a .safetensors file (detected from its header): versions, epoch, step,\n"
-    "metrics, one row per tensor (name, dtype, shape, numel), totals and optimizer state. Exit status 2\n"
-    "when the file is missing or corrupt.\n";
+    "Says which format FILE is, from its contents: a Volt checkpoint, a Lightning checkpoint, a torch.save\n"
+    "state_dict or a .safetensors file, and describes it: versions, epoch, step, metrics, one row per tensor\n"
+    "(name, dtype, shape, numel), totals and optimizer state. Every zip record's CRC-32 is checked first.\n"
+    "Exit status 2 when the file is missing, damaged or of no format Volt reads.\n";
 
 struct TensorRow {
   std::string name;
@@ -251,6 +255,7 @@ void inspect_safetensors(const std::string& path, bool json) {
   for (const auto& r : rows) parameters += r.numel;
   if (json) {
     std::cout << dump({{"kind", "safetensors"},
+                       {"format", "safetensors"},
                        {"path", volt::printable(path)},
                        {"metadata", file.metadata},
                        {"tensors", rows_json(rows)},
@@ -265,6 +270,8 @@ void inspect_safetensors(const std::string& path, bool json) {
 
 void inspect_checkpoint(const std::string& path, bool json) {
   const volt::Checkpoint ckpt = volt::checkpoint_io::TorchCheckpointIO().load_checkpoint(path);
+  // The checks resume makes before restoring anything, with its messages.
+  volt::connectors::CheckpointConnector::validate_progress(ckpt, path);
   const auto rows = tensor_rows(ckpt.tensors);
   // Parameters are the module's tensors (its parameters and buffers), not RNG states.
   int64_t parameters = 0;
@@ -276,6 +283,7 @@ void inspect_checkpoint(const std::string& path, bool json) {
     nlohmann::json blobs = nlohmann::json::array();
     for (const auto& [name, bytes] : ckpt.blobs) blobs.push_back({{"name", name}, {"bytes", bytes.size()}});
     std::cout << dump({{"kind", "checkpoint"},
+                       {"format", "Volt checkpoint"},
                        {"path", volt::printable(path)},
                        {"meta", meta},
                        {"tensors", rows_json(rows)},
@@ -307,6 +315,42 @@ void inspect_checkpoint(const std::string& path, bool json) {
   }
 }
 
+// A Lightning checkpoint or a torch.save state_dict, read by the weights-only reader.
+void inspect_weights_file(const std::string& path, const volt::checkpoint_io::WeightsFile& file, bool json) {
+  using volt::checkpoint_io::FileFormat;
+  const bool lightning = file.format == FileFormat::kLightningCheckpoint;
+  const auto rows = tensor_rows(file.state_dict);
+  int64_t parameters = 0;
+  for (const auto& r : rows) parameters += r.numel;
+  if (json) {
+    std::cout << dump({{"kind", lightning ? "lightning_checkpoint" : "state_dict"},
+                       {"format", volt::checkpoint_io::format_name(file.format)},
+                       {"path", volt::printable(path)},
+                       {"info", file.info},
+                       {"tensors", rows_json(rows)},
+                       {"totals", totals_json(rows, parameters)}})
+              << "\n";
+    return;
+  }
+  const auto& info = file.info;
+  auto field = [&](const char* key) { return info.contains(key) ? number_string(info[key]) : std::string("?"); };
+  std::cout << volt::printable(path) << ": " << volt::checkpoint_io::format_name(file.format);
+  if (lightning) {
+    const auto version = info.value("pytorch-lightning_version", nlohmann::json("?"));
+    std::cout << " (Lightning " << (version.is_string() ? version.get<std::string>() : dump(version)) << ")\n";
+    std::cout << "  epoch " << field("epoch") << ", global step " << field("global_step") << "\n";
+    for (const auto& [key, value] : info.items()) {
+      if (key == "epoch" || key == "global_step" || key == "pytorch-lightning_version") continue;
+      std::string text = dump(value);
+      if (text.size() > 160) text = text.substr(0, 157) + "...";
+      std::cout << "  " << key << ": " << text << "\n";
+    }
+  } else {
+    std::cout << "\n";
+  }
+  print_tensor_table(rows, parameters, lightning ? " (state_dict)" : "");
+}
+
 int cmd_inspect(int argc, char** argv) {
   // --json is known before any error, so that every error comes out as JSON with it.
   const bool json = std::any_of(argv + 1, argv + argc, [](const char* a) { return std::strcmp(a, "--json") == 0; });
@@ -334,7 +378,13 @@ int cmd_inspect(int argc, char** argv) {
     if (has_suffix(path, ".safetensors") || looks_like_safetensors(path)) {
       inspect_safetensors(path, json);
     } else {
-      inspect_checkpoint(path, json);
+      // The format from the contents (integrity checked); a Volt checkpoint is then read as resume reads it.
+      const auto file = volt::checkpoint_io::read_weights_file(path);
+      if (file.format == volt::checkpoint_io::FileFormat::kVoltCheckpoint) {
+        inspect_checkpoint(path, json);
+      } else {
+        inspect_weights_file(path, file, json);
+      }
     }
     return 0;
   } catch (const std::exception& e) {

@@ -11,8 +11,9 @@ namespace volt::checkpoint_io {
 /// The default: one LibTorch pickle archive per checkpoint (a dict that Python's
 /// torch.load reads: {"tensors": {name: tensor}, "blobs": {name: uint8 tensor},
 /// "meta": JSON text}). load_checkpoint refuses a path that is not a regular file (a
-/// folder, FIFO or device) before opening it; every failure, LibTorch's included, is a
-/// CheckpointError naming the file. Written to a temporary file in the same folder, fsynced,
+/// folder, FIFO or device) before opening it, then checks the zip archive's integrity
+/// (verify_zip: every record's CRC-32 and size) before LibTorch reads it; every failure,
+/// LibTorch's included, is a CheckpointError naming the file. Written to a temporary file in the same folder, fsynced,
 /// renamed over the target, and the folder fsynced.
 class TorchCheckpointIO : public CheckpointIO {
  public:
@@ -22,9 +23,7 @@ class TorchCheckpointIO : public CheckpointIO {
 
  private:
   static void save_archive(const Checkpoint& checkpoint, const std::string& path);
-  /// A tensor record's address -> its size in bytes, as read from the archive.
-  using RecordSizes = std::map<const void*, size_t>;
-  static Checkpoint unpack(const c10::IValue& root, const std::string& name, const RecordSizes& record_bytes);
+  static Checkpoint unpack(const c10::IValue& root, const std::string& name);
 };
 
 /// Writes `bytes` to `path` atomically (temp file in the same folder, fsync, rename,

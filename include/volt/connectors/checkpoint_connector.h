@@ -35,10 +35,15 @@ class CheckpointConnector {
   /// dump + write (rank 0 writes; every rank calls).
   void save(const CheckpointParts& parts, const std::string& path, bool weights_only,
             const std::string& logger_version) const;
-  /// Reads a checkpoint file.
+  /// Reads a checkpoint file (its integrity checked by the CheckpointIO), then its format version and
+  /// progress counters (validate_progress), before anything is restored from it.
   Checkpoint load(const std::string& path) const;
+  /// Throws one CheckpointError listing every progress counter (epoch, global_step, the loops' counters,
+  /// the LR schedulers' last_epoch) that is missing, not a whole number or below 0.
+  static void validate_progress(const Checkpoint& checkpoint, const std::string& path);
   /// Copies the checkpoint's weights into the module. Every parameter and buffer must be
-  /// present with the same shape; otherwise CheckpointError lists what differs.
+  /// present with the same shape and dtype, and nothing else; otherwise nothing is copied and
+  /// one CheckpointError lists what is missing, unexpected, or differs (name, checkpoint, module).
   static void restore_module(Module& module, const Checkpoint& checkpoint, const std::string& path);
   /// Restores optimizers, schedulers, precision, loop progress, RNG and callbacks.
   void restore_training_state(const CheckpointParts& parts, const Checkpoint& checkpoint,

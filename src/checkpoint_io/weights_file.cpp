@@ -1,0 +1,220 @@
+#include "volt/checkpoint_io/weights_file.h"
+
+#include <cstring>
+
+#include "checkpoint_io/detail/python_pickle.h"
+#include "checkpoint_io/detail/torch_archive.h"
+#include "volt/checkpoint_io/safetensors.h"
+#include "volt/checkpoint_io/zip_integrity.h"
+#include "volt/core/error.h"
+#include "volt/core/file_check.h"
+#include "volt/core/printable.h"
+
+namespace volt::checkpoint_io {
+
+const char* format_name(FileFormat format) {
+  switch (format) {
+    case FileFormat::kVoltCheckpoint:
+      return "Volt checkpoint";
+    case FileFormat::kLightningCheckpoint:
+      return "Lightning checkpoint";
+    case FileFormat::kTorchStateDict:
+      return "torch.save state_dict";
+    case FileFormat::kSafetensors:
+      return "safetensors";
+  }
+  return "unknown";
+}
+
+namespace {
+
+using detail::PyValue;
+using detail::PyValuePtr;
+using Kind = PyValue::Kind;
+
+std::string shape_text(const at::Tensor& t) {
+  std::string out = "[";
+  for (int64_t d = 0; d < t.dim(); ++d) out += (d ? ", " : "") + std::to_string(t.size(d));
+  return out + "]";
+}
+
+nlohmann::json summary(const PyValue& v, int depth) {
+  switch (v.kind) {
+    case Kind::kNone:
+      return nullptr;
+    case Kind::kBool:
+      return v.b;
+    case Kind::kInt:
+      return v.i;
+    case Kind::kFloat:
+      return v.f;
+    case Kind::kString:
+      return printable(v.s);
+    case Kind::kBytes:
+      return std::to_string(v.s.size()) + " bytes";
+    case Kind::kTensor: {
+      std::string dtype = c10::toString(v.tensor.scalar_type());
+      return "tensor " + dtype + " " + shape_text(v.tensor);
+    }
+    case Kind::kObject:
+      return "object " + printable(v.s);
+    case Kind::kList:
+    case Kind::kTuple: {
+      if (depth >= 3 || v.items.size() > 16) {
+        return std::string(v.kind == Kind::kList ? "list" : "tuple") + " of " + std::to_string(v.items.size());
+      }
+      nlohmann::json out = nlohmann::json::array();
+      for (const auto& item : v.items) out.push_back(summary(*item, depth + 1));
+      return out;
+    }
+    case Kind::kDict: {
+      if (depth >= 3 || v.dict.size() > 32) return "dict of " + std::to_string(v.dict.size());
+      nlohmann::json out = nlohmann::json::object();
+      for (const auto& [k, value] : v.dict) {
+        const std::string key = k->kind == Kind::kString ? printable(k->s) : summary(*k, 3).dump();
+        out[key] = summary(*value, depth + 1);
+      }
+      return out;
+    }
+  }
+  return nullptr;
+}
+
+/// The name -> tensor entries of a dict, or a CheckpointError naming `where` and the first entry that is not.
+std::map<std::string, at::Tensor> tensor_dict(const PyValue& v, const std::string& name, const std::string& where) {
+  if (v.kind != Kind::kDict)
+    throw CheckpointError(name + " has " + where + " that is " + kind_name(v) + ", not a dict.");
+  std::map<std::string, at::Tensor> out;
+  for (const auto& [k, value] : v.dict) {
+    if (k->kind != Kind::kString) {
+      throw CheckpointError(name + " has a name in " + where + " that is " + kind_name(*k) + ", not a string.");
+    }
+    if (value->kind != Kind::kTensor) {
+      throw CheckpointError(name + " has " + where + " entry " + quote_path(k->s) + " that is " + kind_name(*value) +
+                            ", not a tensor.");
+    }
+    out[k->s] = value->tensor;
+  }
+  return out;
+}
+
+WeightsFile classify(const PyValuePtr& root, const std::string& name) {
+  WeightsFile out;
+  if (!root->is_string_keyed_dict()) {
+    throw CheckpointError(name + " holds " + kind_name(*root) +
+                          ", not a dict: it is none of the formats Volt reads (Volt or Lightning checkpoint, "
+                          "torch.save state_dict, safetensors).");
+  }
+  const auto tensors = root->get("tensors"), blobs = root->get("blobs"), meta = root->get("meta");
+  if (tensors && blobs && meta) {
+    out.format = FileFormat::kVoltCheckpoint;
+    static const std::string kPrefix = "state_dict.";
+    for (const auto& [key, t] : tensor_dict(*tensors, name, "the 'tensors' entry")) {
+      if (key.compare(0, kPrefix.size(), kPrefix) == 0) out.state_dict[key.substr(kPrefix.size())] = t;
+    }
+    if (meta->kind != Kind::kString)
+      throw CheckpointError(name + " has a 'meta' entry that is " + kind_name(*meta) + ".");
+    try {
+      out.info = nlohmann::json::parse(meta->s);
+    } catch (const std::exception& e) {
+      throw CheckpointError(name + " has malformed metadata: " + e.what());
+    }
+    return out;
+  }
+  const auto state_dict = root->get("state_dict");
+  if (state_dict && (root->get("pytorch-lightning_version") || (root->get("epoch") && root->get("global_step")))) {
+    out.format = FileFormat::kLightningCheckpoint;
+    out.state_dict = tensor_dict(*state_dict, name, "a 'state_dict' entry");
+    for (const auto& [k, value] : root->dict) {
+      if (k->s != "state_dict") out.info[printable(k->s)] = summary(*value, 1);
+    }
+    return out;
+  }
+  bool all_tensors = true;
+  for (const auto& [k, value] : root->dict) all_tensors = all_tensors && value->kind == Kind::kTensor;
+  if (all_tensors) {
+    out.format = FileFormat::kTorchStateDict;
+    out.state_dict = tensor_dict(*root, name, "its dict");
+    return out;
+  }
+  std::string keys;
+  size_t shown = 0;
+  for (const auto& [k, value] : root->dict) {
+    if (shown++ == 8) {
+      keys += ", ...";
+      break;
+    }
+    keys += (keys.empty() ? "" : ", ") + quote_path(k->s) + " (" + kind_name(*value) + ")";
+  }
+  throw CheckpointError(name + " holds a dict with " + keys +
+                        ": none of the formats Volt reads (a Volt checkpoint has 'tensors', 'blobs' and 'meta'; a "
+                        "Lightning checkpoint 'state_dict' and 'pytorch-lightning_version'; a state_dict only "
+                        "tensors).");
+}
+
+// A .safetensors file starts with an 8-byte little-endian header length that fits the file, then '{'.
+bool looks_like_safetensors(const unsigned char* p, size_t n) {
+  if (n < 10) return false;
+  uint64_t len = 0;
+  for (int i = 7; i >= 0; --i) len = (len << 8) | p[i];
+  return len >= 2 && len <= n - 8 && p[8] == '{';
+}
+
+}  // namespace
+
+WeightsFile read_weights_file(const std::string& path) {
+  if (const std::string why = regular_file_problem(path, "weights file", "Give a .ckpt, .pt or .safetensors file.");
+      !why.empty()) {
+    throw CheckpointError(why);
+  }
+  // Named as resume names a checkpoint, so that a damaged file reads the same from volt inspect and fit.
+  const std::string name = detail::file_label(path, "checkpoint");
+  const MappedFile file(path, name);
+  if (looks_like_safetensors(file.data(), file.size())) {
+    WeightsFile out;
+    out.format = FileFormat::kSafetensors;
+    SafetensorsFile st = load_safetensors(path);
+    out.state_dict = std::move(st.tensors);
+    out.info = st.metadata;
+    return out;
+  }
+  if (!looks_like_zip(file.data(), file.size())) {
+    throw CheckpointError(name +
+                          " is neither a zip archive (what torch.save, Lightning and Volt write) nor a "
+                          ".safetensors file. Give a .ckpt, .pt or .safetensors file.");
+  }
+  const auto records = verify_zip(file.data(), file.size(), name);
+  // The archive's folder is the prefix of its data.pkl record ("archive/" in PyTorch 2.x).
+  std::string prefix;
+  const ZipRecord* pickle = nullptr;
+  for (const auto& r : records) {
+    const auto slash = r.name.find('/');
+    if (slash != std::string::npos && r.name.compare(slash, std::string::npos, "/data.pkl") == 0) {
+      if (pickle) throw CheckpointError(name + " has two data.pkl records; it is not one torch.save archive.");
+      pickle = &r;
+      prefix = r.name.substr(0, slash + 1);
+    }
+  }
+  if (!pickle)
+    throw CheckpointError(name + " is a zip archive without a data.pkl record: torch.save did not write it.");
+  std::map<std::string, const ZipRecord*> by_name;
+  for (const auto& r : records) {
+    if (r.name.compare(0, prefix.size(), prefix) != 0) {
+      throw CheckpointError(name + " has record " + quote_path(r.name) + " outside its folder " + quote_path(prefix) +
+                            "; it is not one torch.save archive.");
+    }
+    by_name[r.name] = &r;
+  }
+  const detail::StorageLoader storage = [&](const std::string& key) -> std::pair<const unsigned char*, size_t> {
+    const auto it = by_name.find(prefix + "data/" + key);
+    if (it == by_name.end()) {
+      throw CheckpointError(name + " names a storage " + quote_path(key) + " that has no record; the file is damaged.");
+    }
+    return {file.data() + it->second->data_offset, static_cast<size_t>(it->second->size)};
+  };
+  const auto root =
+      detail::read_python_pickle(file.data() + pickle->data_offset, static_cast<size_t>(pickle->size), storage, name);
+  return classify(root, name);
+}
+
+}  // namespace volt::checkpoint_io
