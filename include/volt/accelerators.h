@@ -1,6 +1,7 @@
 #pragma once
 /// Every public header of volt/accelerators/.
 #include "volt/accelerators/accelerator.h"
+#include "volt/accelerators/accelerator_registry.h"
 #include "volt/accelerators/cpu_accelerator.h"
 #include "volt/accelerators/cuda_accelerator.h"
 #include "volt/accelerators/devices.h"

@@ -2,6 +2,7 @@
 /// Every public header of volt/checkpoint_io/.
 #include "volt/checkpoint_io/async_checkpoint_io.h"
 #include "volt/checkpoint_io/checkpoint_io.h"
+#include "volt/checkpoint_io/checkpoint_io_registry.h"
 #include "volt/checkpoint_io/load_weights.h"
 #include "volt/checkpoint_io/torch_checkpoint_io.h"
 #include "volt/checkpoint_io/safetensors.h"

@@ -17,12 +17,16 @@
 
 namespace volt::accelerators {
 
-CPUAccelerator::CPUAccelerator(int64_t num_threads) : num_threads_(num_threads) {
+CPUAccelerator::CPUAccelerator(int64_t num_threads) : num_threads_(1) {
+  set_num_threads(num_threads);
+}
+
+void CPUAccelerator::set_num_threads(int64_t num_threads) {
   if (num_threads < 0) {
     throw ConfigError("num_threads=" + std::to_string(num_threads) +
                       " is negative. Use 0 for all cores or a positive thread count.");
   }
-  if (num_threads_ == 0) num_threads_ = std::max(1u, std::thread::hardware_concurrency());
+  num_threads_ = num_threads == 0 ? std::max<int64_t>(1, std::thread::hardware_concurrency()) : num_threads;
 }
 
 std::vector<int64_t> CPUAccelerator::parse_devices(const DevicesSpec& spec) const {

@@ -5,12 +5,18 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cxxabi.h>
+
+#include <cstdlib>
+#include <typeinfo>
+
+#include "volt/accelerators/accelerator_registry.h"
 #include "volt/accelerators/cpu_accelerator.h"
 #include "volt/accelerators/cuda_accelerator.h"
 #include "volt/accelerators/devices.h"
 #include "volt/accelerators/tpu_accelerator.h"
 #include "volt/checkpoint_io/async_checkpoint_io.h"
-#include "volt/checkpoint_io/torch_checkpoint_io.h"
+#include "volt/checkpoint_io/checkpoint_io_registry.h"
 #include "volt/core/compat.h"
 #include "volt/core/error.h"
 #include "volt/core/registry.h"
@@ -40,9 +46,16 @@ std::string choose_accelerator(const std::string& flag, const HardwareProbe& hw)
   const std::string key = registry_key(flag);  // "CPU" is "cpu", as in Lightning
   const std::string name = key == "gpu" ? "cuda" : key;
   if (name == "auto") {
-    if (hw.tpu.present) return "tpu";
-    if (hw.cuda_devices > 0) return "cuda";
-    return "cpu";
+    // The available accelerator of the highest priority: tpu, then cuda, then cpu.
+    std::string best = "cpu";
+    int best_priority = -1;
+    for (const auto& e : accelerators::accelerator_registry().entries()) {
+      if (e.info.auto_priority > best_priority && (!e.info.available || e.info.available(hw))) {
+        best = e.key;
+        best_priority = e.info.auto_priority;
+      }
+    }
+    return best;
   }
   if (name == "cpu") return name;
   if (name == "cuda") {
@@ -70,34 +83,167 @@ std::string choose_accelerator(const std::string& flag, const HardwareProbe& hw)
     }
     return name;
   }
-  throw ConfigError("accelerator='" + flag + "' is not known. Known accelerators: auto, cpu, gpu (= cuda), cuda, tpu.");
+  // A registered accelerator (ConfigError listing the known names when it is not one).
+  const auto entry = accelerators::accelerator_registry().entry(flag);
+  if (entry.info.available && !entry.info.available(hw)) {
+    throw NotSupportedError("accelerator='" + flag + "' (" + entry.description + ") is not available here (hardware " +
+                            hw.source + "). Use accelerator=\"cpu\" (or \"auto\"), or run where it is.");
+  }
+  return entry.key;
 }
 
-std::shared_ptr<accelerators::Accelerator> make_accelerator(const std::string& name, const HardwareProbe& hw,
-                                                            int64_t threads,
-                                                            std::shared_ptr<accelerators::TpuRuntime> runtime) {
-  if (name == "cuda") return std::make_shared<accelerators::CUDAAccelerator>(hw.cuda_devices, hw.cuda_visible_devices);
-  if (name == "tpu") return std::make_shared<accelerators::TPUAccelerator>(hw.tpu, std::move(runtime));
-  return std::make_shared<accelerators::CPUAccelerator>(threads);
+/// The device family ("cpu", "cuda", "tpu") of an accelerator: its registry entry's, or, for
+/// an object of an unregistered class, that of the devices it hands out.
+std::string device_type_of(const std::string& name, const accelerators::Accelerator* object,
+                           const std::vector<int64_t>& ids) {
+  auto& registry = accelerators::accelerator_registry();
+  if (registry.contains(name)) return registry.info(name).device_type;
+  const auto devices = object->get_parallel_devices(ids);
+  if (devices.empty() || devices.front().is_cpu()) return "cpu";
+  if (devices.front().is_cuda()) return "cuda";
+  return "tpu";
 }
 
-/// Step 5: which strategy, and whether it fits the accelerator and the layout.
-const strategies::StrategySpec& choose_strategy(const std::string& flag, const std::string& accelerator,
-                                                int64_t devices, int64_t num_nodes,
-                                                std::vector<std::string>& warnings) {
+/// "MyCheckpointIO": the class of a plug-in object, for messages.
+template <typename T>
+std::string class_name(const T& object) {
+  const char* mangled = typeid(object).name();
+  int status = 0;
+  char* demangled = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
+  std::string out = status == 0 && demangled != nullptr ? demangled : mangled;
+  std::free(demangled);
+  return out;
+}
+
+/// "a, b" of plug-in objects of one kind; ConfigError for a null one.
+template <typename T, typename Name>
+std::string object_names(const std::vector<std::shared_ptr<T>>& objects, const char* kind, Name name) {
+  std::string out;
+  for (const auto& o : objects) {
+    if (!o) throw ConfigError(std::string("plugins holds a null ") + kind + "; pass constructed objects only.");
+    out += (out.empty() ? "" : ", ") + name(*o);
+  }
+  return out;
+}
+
+/// Refuses plug-in objects that conflict with each other or with the options, naming both.
+void check_plugin_conflicts(const TrainerOptions& o, const PluginObjects& p) {
+  const auto env_name = [](const environments::ClusterEnvironment& e) {
+    return "'" + e.name() + "' (" + class_name(e) + ")";
+  };
+  const auto precision_name = [](const precision::Precision& x) {
+    return "'" + x.name() + "' (" + class_name(x) + ")";
+  };
+  const auto io_name = [](const checkpoint_io::CheckpointIO& x) { return class_name(x); };
+  const std::string envs = object_names(p.environments, "ClusterEnvironment", env_name);
+  const std::string precisions = object_names(p.precisions, "Precision", precision_name);
+  const std::string ios = object_names(p.checkpoint_ios, "CheckpointIO", io_name);
+  if (p.environments.size() > 1) {
+    throw ConfigError("plugins holds " + std::to_string(p.environments.size()) + " ClusterEnvironments (" + envs +
+                      "); a run has one. Pass a single environment.");
+  }
+  if (p.precisions.size() > 1) {
+    throw ConfigError("plugins holds " + std::to_string(p.precisions.size()) + " precision plug-ins (" + precisions +
+                      "); a run has one. Pass a single plug-in.");
+  }
+  if (p.checkpoint_ios.size() > 1) {
+    throw ConfigError("plugins holds " + std::to_string(p.checkpoint_ios.size()) + " CheckpointIOs (" + ios +
+                      "); a run has one. Pass a single CheckpointIO.");
+  }
+  if (!p.environments.empty() && registry_key(o.cluster_environment) != "auto") {
+    throw ConfigError("cluster_environment='" + o.cluster_environment + "' and a ClusterEnvironment object " + envs +
+                      " were both given. Use one: drop the option (cluster_environment=\"auto\") or the object.");
+  }
+  if (!p.precisions.empty() && o.precision != "32-true" && o.precision != "32") {
+    throw ConfigError("precision='" + o.precision + "' and a precision plug-in (" + precisions +
+                      ") were both given. Use one: drop the flag or the plug-in.");
+  }
+  if (!p.checkpoint_ios.empty() && registry_key(o.checkpoint_io) != "torch") {
+    throw ConfigError("checkpoint_io='" + o.checkpoint_io + "' and a CheckpointIO object (" + ios +
+                      ") were both given. Use one: drop the option (checkpoint_io=\"torch\") or the object.");
+  }
+  if (p.accelerator && registry_key(o.accelerator) != "auto") {
+    throw ConfigError("accelerator='" + o.accelerator + "' and an accelerator object ('" + p.accelerator->name() +
+                      "', " + class_name(*p.accelerator) +
+                      ") were both given. Use one: drop the option "
+                      "(accelerator=\"auto\") or the object.");
+  }
+  if (!p.strategy) return;
+  const auto& s = *p.strategy;
+  const std::string strategy = "the strategy object ('" + s.name() + "', " + class_name(s) + ")";
+  if (registry_key(o.strategy) != "auto") {
+    throw ConfigError("strategy='" + o.strategy + "' and " + strategy +
+                      " were both given. Use one: drop the option "
+                      "(strategy=\"auto\") or the object.");
+  }
+  if (p.accelerator && s.accelerator_part()) {
+    throw ConfigError("an accelerator object ('" + p.accelerator->name() + "') and another in " + strategy + " ('" +
+                      s.accelerator_part()->name() + "') were both given. Give the accelerator in one place.");
+  }
+  if (s.accelerator_part() && registry_key(o.accelerator) != "auto") {
+    throw ConfigError("accelerator='" + o.accelerator + "' and the accelerator of " + strategy + " ('" +
+                      s.accelerator_part()->name() + "') were both given. Use accelerator=\"auto\".");
+  }
+  if (!p.environments.empty() && s.environment_part()) {
+    throw ConfigError("a ClusterEnvironment in plugins (" + envs + ") and another in " + strategy + " (" +
+                      env_name(*s.environment_part()) + ") were both given. Give the environment in one place.");
+  }
+  if (s.environment_part() && registry_key(o.cluster_environment) != "auto") {
+    throw ConfigError("cluster_environment='" + o.cluster_environment + "' and the environment of " + strategy + " (" +
+                      env_name(*s.environment_part()) + ") were both given. Use cluster_environment=\"auto\".");
+  }
+  if (!p.precisions.empty() && s.precision_part()) {
+    throw ConfigError("a precision plug-in in plugins (" + precisions + ") and another in " + strategy + " (" +
+                      precision_name(*s.precision_part()) + ") were both given. Give the precision in one place.");
+  }
+  if (s.precision_part() && o.precision != "32-true" && o.precision != "32") {
+    throw ConfigError("precision='" + o.precision + "' and the precision plug-in of " + strategy + " (" +
+                      precision_name(*s.precision_part()) +
+                      ") were both given. Use one: drop the flag or the plug-in.");
+  }
+  if (!p.checkpoint_ios.empty() && s.checkpoint_io_part()) {
+    throw ConfigError("a CheckpointIO in plugins (" + ios + ") and another in " + strategy + " (" +
+                      io_name(*s.checkpoint_io_part()) + ") were both given. Give the CheckpointIO in one place.");
+  }
+  if (s.checkpoint_io_part() && registry_key(o.checkpoint_io) != "torch") {
+    throw ConfigError("checkpoint_io='" + o.checkpoint_io + "' and the CheckpointIO of " + strategy + " (" +
+                      io_name(*s.checkpoint_io_part()) + ") were both given. Use one: drop the option or the object.");
+  }
+}
+
+/// Step 5: which strategy, and whether it fits the accelerator and the layout. `object`: a
+/// strategy object given instead of the flag (its registry spec, or one made from it).
+strategies::StrategySpec choose_strategy(const std::string& flag, const strategies::Strategy* object,
+                                         const std::string& accelerator, int64_t devices, int64_t num_nodes,
+                                         std::vector<std::string>& warnings) {
+  strategies::StrategySpec spec;
   std::string name = registry_key(flag);  // "DDP" is "ddp", as in Lightning
-  if (name == "dp" && accelerator == "cpu") {
-    // DP drives several GPUs from one process; on CPU the same job is ddp (Lightning Fabric).
-    warnings.push_back("strategy=\"dp\" needs CUDA devices; on CPU Volt runs strategy=\"ddp\" instead (one "
-                       "process per device, the same averaged gradients).");
-    name = "ddp";
+  if (object != nullptr) {
+    name = registry_key(object->name());
+    if (strategies::strategy_registry().contains(name)) {
+      spec = strategies::strategy_spec(name);
+    } else {
+      // A class of the user's own under a name no registry entry describes: one process per
+      // device on the accelerator given, started by whoever starts this program.
+      spec.name = name;
+      spec.description = "a strategy object (" + class_name(*object) + ")";
+      spec.accelerators = {accelerator};
+    }
+  } else {
+    if (name == "dp" && accelerator == "cpu") {
+      // DP drives several GPUs from one process; on CPU the same job is ddp (Lightning Fabric).
+      warnings.push_back(
+          "strategy=\"dp\" needs CUDA devices; on CPU Volt runs strategy=\"ddp\" instead (one "
+          "process per device, the same averaged gradients).");
+      name = "ddp";
+    }
+    if (name == "auto") {
+      const bool one = devices == 1 && num_nodes == 1;
+      name = accelerator == "tpu" ? (one ? "single_xla" : "xla") : (one ? "single_device" : "ddp");
+    }
+    // An unknown name is reported as it was given.
+    spec = strategies::strategy_spec(name == registry_key(flag) ? flag : name);
   }
-  if (name == "auto") {
-    const bool one = devices == 1 && num_nodes == 1;
-    name = accelerator == "tpu" ? (one ? "single_xla" : "xla") : (one ? "single_device" : "ddp");
-  }
-  // An unknown name is reported as it was given.
-  const auto& spec = strategies::strategy_spec(name == registry_key(flag) ? flag : name);
   if (!contains(spec.accelerators, accelerator)) {
     throw ConfigError("strategy='" + name + "' runs on " + join(spec.accelerators) + ", but the accelerator is " +
                       accelerator + ". " +
@@ -174,75 +320,102 @@ strategies::DDPOptions ddp_options(const TrainerOptions& o, const std::string& a
 
 }  // namespace
 
-AcceleratorConnector::AcceleratorConnector(const TrainerOptions& options)
-    : AcceleratorConnector(options, Environ::current(), HardwareProbe::detect(Environ::current())) {}
+AcceleratorConnector::AcceleratorConnector(const TrainerOptions& options, PluginObjects plugins)
+    : AcceleratorConnector(options, Environ::current(), HardwareProbe::detect(Environ::current()), std::move(plugins)) {
+}
 
-AcceleratorConnector::AcceleratorConnector(const TrainerOptions& options, const Environ& env,
-                                           const HardwareProbe& hw) {
+AcceleratorConnector::AcceleratorConnector(const TrainerOptions& options, const Environ& env, const HardwareProbe& hw,
+                                           PluginObjects plugins)
+    : plugins_(std::move(plugins)) {
   Plan& p = plan_;
   p.hardware = hw.source;
+  // 0. Plug-in objects against each other and against the options.
+  check_plugin_conflicts(options, plugins_);
+  const strategies::Strategy* strategy_object = plugins_.strategy.get();
+  std::shared_ptr<accelerators::Accelerator> accelerator_object =
+      plugins_.accelerator ? plugins_.accelerator : (strategy_object ? strategy_object->accelerator_part() : nullptr);
+  std::shared_ptr<precision::Precision> precision_object =
+      !plugins_.precisions.empty() ? plugins_.precisions.front()
+                                   : (strategy_object ? strategy_object->precision_part() : nullptr);
+  std::shared_ptr<environments::ClusterEnvironment> environment_object =
+      !plugins_.environments.empty() ? plugins_.environments.front()
+                                     : (strategy_object ? strategy_object->environment_part() : nullptr);
   // 1. Spellings that are wrong whatever the hardware.
-  const std::string precision = precision::normalize_precision(options.precision, &p.warnings);
+  const std::string precision =
+      precision_object ? precision_object->name() : precision::normalize_precision(options.precision, &p.warnings);
   const DevicesSpec devices = DevicesSpec::parse(options.devices);
   // The flag table's checks of the flags read here (the Trainer ran them all; volt plan did not).
   for (const char* flag : {"num_nodes", "num_threads", "process_group_backend"}) check_trainer_flag(options, flag);
-  // 2-3. The accelerator, then the devices it resolves.
-  p.accelerator = choose_accelerator(options.accelerator, hw);
+  p.checkpoint_io = !plugins_.checkpoint_ios.empty() || (strategy_object && strategy_object->checkpoint_io_part())
+                        ? "object"
+                        : checkpoint_io::checkpoint_io_registry().entry(options.checkpoint_io).key;
+  // 2-3. The accelerator, built here once through its registry (or the object given), then
+  // the devices it resolves.
   p.num_threads = options.num_threads > 0 ? options.num_threads : hw.cpu_cores;
   p.async_checkpoint = options.async_checkpoint;
-  std::shared_ptr<accelerators::TpuRuntime> tpu_runtime;
-  if (p.accelerator == "tpu") {
-    // The runtime is opened here (a library loads, the emulation starts) so that a bad
-    // library fails at Trainer construction and the plan names what really runs.
-    const auto spec = accelerators::TpuRuntimeSpec::parse(hw.tpu_runtime);
-    p.tpu_platform = hw.tpu.platform;
-    p.tpu_runtime = spec.to_string();
-    if (spec.kind != accelerators::TpuRuntimeSpec::Kind::kNone) {
-      tpu_runtime = accelerators::TpuRuntime::open(spec);
-      p.tpu_runtime_info = tpu_runtime->describe();
-    } else {
-      p.tpu_runtime_info = "none: training needs VOLT_TPU_RUNTIME_LIBRARY (a TPU runtime library) or "
-                           "VOLT_TPU_EMULATION=lazy (docs/tpu.md)";
+  if (accelerator_object) {
+    if (!accelerator_object->is_available()) {
+      throw NotSupportedError("the accelerator object '" + accelerator_object->name() + "' (" +
+                              class_name(*accelerator_object) + ") says its hardware is not available here.");
     }
+    p.accelerator = accelerator_object->name();
+    accelerator_ = accelerator_object;
+  } else {
+    p.accelerator = choose_accelerator(options.accelerator, hw);
+    accelerator_ =
+        accelerators::accelerator_registry().create(p.accelerator, accelerators::AcceleratorContext{hw, p.num_threads});
   }
-  auto accelerator = make_accelerator(p.accelerator, hw, p.num_threads, tpu_runtime);
-  p.device_ids = accelerator->parse_devices(devices);
+  p.device_ids = accelerator_->parse_devices(devices);
   p.num_devices = static_cast<int64_t>(p.device_ids.size());
   p.num_nodes = options.num_nodes;
-  if (tpu_runtime) {
-    for (int64_t id : p.device_ids) {
-      if (id >= tpu_runtime->device_count()) {
-        throw ConfigError("devices=" + options.devices + " asks for TPU device " + std::to_string(id) +
-                          ", but the TPU runtime (" + tpu_runtime->describe() + ") has devices 0 to " +
-                          std::to_string(tpu_runtime->device_count() - 1) + ".");
+  const std::string type = device_type_of(p.accelerator, accelerator_.get(), p.device_ids);
+  std::shared_ptr<accelerators::TpuRuntime> tpu_runtime;
+  if (const auto* tpu = dynamic_cast<const accelerators::TPUAccelerator*>(accelerator_.get())) {
+    p.tpu_platform = tpu->host().platform;
+    tpu_runtime = tpu->runtime();
+    p.tpu_runtime = tpu_runtime ? tpu_runtime->spec().to_string() : accelerators::TpuRuntimeSpec{}.to_string();
+    if (tpu_runtime) {
+      p.tpu_runtime_info = tpu_runtime->describe();
+      for (int64_t id : p.device_ids) {
+        if (id >= tpu_runtime->device_count()) {
+          throw ConfigError("devices=" + options.devices + " asks for TPU device " + std::to_string(id) +
+                            ", but the TPU runtime (" + tpu_runtime->describe() + ") has devices 0 to " +
+                            std::to_string(tpu_runtime->device_count() - 1) + ".");
+        }
       }
+    } else {
+      p.tpu_runtime_info =
+          "none: training needs VOLT_TPU_RUNTIME_LIBRARY (a TPU runtime library) or "
+          "VOLT_TPU_EMULATION=lazy (docs/tpu.md)";
     }
   }
 
   // 4. The strategy and its launcher.
-  const auto& spec = choose_strategy(options.strategy, p.accelerator, p.num_devices, p.num_nodes, p.warnings);
+  spec_ = choose_strategy(options.strategy, strategy_object, type, p.num_devices, p.num_nodes, p.warnings);
+  const auto& spec = spec_;
   p.strategy = spec.name;
   p.find_unused_parameters = spec.find_unused_parameters;
   p.num_processes = spec.one_process_per_node ? 1 : p.num_devices;
   p.world_size = p.num_processes * p.num_nodes;
 
   const bool on_host_cores =
-      p.accelerator == "cpu" ||
-      (tpu_runtime && accelerators::TpuRuntimeSpec::parse(p.tpu_runtime).kind ==
-                          accelerators::TpuRuntimeSpec::Kind::kEmulation);
+      type == "cpu" || (tpu_runtime && tpu_runtime->spec().kind == accelerators::TpuRuntimeSpec::Kind::kEmulation);
   if (options.num_threads == 0 && p.num_processes > 1 && on_host_cores) {
     // Processes of one node share its cores (so do emulated TPU devices); more threads
     // than cores slows every rank.
     p.num_threads = std::max<int64_t>(1, hw.cpu_cores / p.num_processes);
   }
-  if (p.num_processes > hw.cpu_cores && p.accelerator == "cpu") {
+  if (auto* cpu = dynamic_cast<accelerators::CPUAccelerator*>(accelerator_.get()); cpu && !accelerator_object) {
+    cpu->set_num_threads(p.num_threads);
+  }
+  if (p.num_processes > hw.cpu_cores && type == "cpu") {
     p.warnings.push_back(std::to_string(p.num_processes) + " processes per node on " + std::to_string(hw.cpu_cores) +
                          " CPU core(s): the ranks will compete for cores and run slower than fewer would.");
   }
-  p.ddp = ddp_options(options, p.accelerator, spec);
+  p.ddp = ddp_options(options, type, spec);
 
-  // 5. Precision on this accelerator.
-  p.precision = fit_precision(precision, p.accelerator, hw, p.warnings);
+  // 5. Precision on this accelerator (a plug-in object is taken as it is).
+  p.precision = precision_object ? precision : fit_precision(precision, type, hw, p.warnings);
 
   // 6. The cluster environment, checked against the layout.
   environments::EnvironmentOptions env_options;
@@ -251,7 +424,9 @@ AcceleratorConnector::AcceleratorConnector(const TrainerOptions& options, const 
   env_options.slurm.auto_requeue = options.slurm_auto_requeue;
   env_options.slurm.requeue_signal = options.slurm_requeue_signal;
   env_options.slurm.requeue_command = options.slurm_requeue_command;
-  const auto cluster = environments::select_environment(env, env_options, p.accelerator == "tpu" ? &hw.tpu : nullptr);
+  const auto cluster = environment_object
+                           ? environment_object
+                           : environments::select_environment(env, env_options, type == "tpu" ? &hw.tpu : nullptr);
   p.cluster_env = cluster->name();
   p.processes_started_externally = cluster->creates_processes_externally();
   cluster->validate(p.num_processes, p.num_nodes);
@@ -294,7 +469,7 @@ AcceleratorConnector::AcceleratorConnector(const TrainerOptions& options, const 
   p.main_port = cluster->main_port();
   p.launcher_store = cluster->joins_launcher_store();
   p.store_prefix = cluster->store_prefix();
-  if (p.num_processes > hw.cpu_cores && p.accelerator == "cpu" && !options.allow_cpu_oversubscription &&
+  if (p.num_processes > hw.cpu_cores && type == "cpu" && !options.allow_cpu_oversubscription &&
       !p.processes_started_externally) {
     // Volt would start these processes itself; a launcher's processes already exist.
     throw ConfigError("devices=" + options.devices + " asks for " + std::to_string(p.num_processes) +
@@ -305,8 +480,8 @@ AcceleratorConnector::AcceleratorConnector(const TrainerOptions& options, const 
   }
 
   // 7. Devices as names, and this process's own.
-  for (const auto& d : accelerator->get_parallel_devices(p.device_ids)) {
-    p.parallel_devices.push_back(p.accelerator == "cpu" ? "cpu" : d.str());
+  for (const auto& d : accelerator_->get_parallel_devices(p.device_ids)) {
+    p.parallel_devices.push_back(type == "cpu" ? "cpu" : d.str());
   }
   const size_t root = spec.one_process_per_node ? 0 : static_cast<size_t>(p.local_rank);
   if (root >= p.parallel_devices.size()) {
@@ -316,57 +491,75 @@ AcceleratorConnector::AcceleratorConnector(const TrainerOptions& options, const 
   p.root_device = p.parallel_devices[root];
 }
 
-std::shared_ptr<strategies::Strategy> AcceleratorConnector::build_stack(const Plan& p,
-                                                                      std::shared_ptr<precision::Precision> plugin) {
-  auto factory = strategies::strategy_factory(p.strategy);
-  if (!factory) {
-    throw NotSupportedError("strategy='" + p.strategy + "' resolves (volt plan shows its layout), but this build of "
-                            "Volt has no " + p.strategy + " training routine. Train with devices=1 and "
-                            "strategy=\"" + (p.accelerator == "tpu" ? "single_xla" : "single_device") +
+std::shared_ptr<strategies::Strategy> AcceleratorConnector::create_strategy() const {
+  const Plan& p = plan_;
+  const auto* object = plugins_.strategy.get();
+  if (object != nullptr && strategy_connected_) return plugins_.strategy;
+  auto factory = object != nullptr ? strategies::StrategyFactory() : strategies::strategy_factory(p.strategy);
+  if (object == nullptr && !factory) {
+    throw NotSupportedError("strategy='" + p.strategy +
+                            "' resolves (volt plan shows its layout), but this build of "
+                            "Volt has no " +
+                            p.strategy +
+                            " training routine. Train with devices=1 and "
+                            "strategy=\"" +
+                            (spec_.accelerators == std::vector<std::string>{"tpu"} ? "single_xla" : "single_device") +
                             "\" (or \"auto\").");
   }
-  auto make_precision = precision::precision_factory(p.precision);
-  if (plugin) {
-    make_precision = [plugin](const std::string&) { return plugin; };
-  } else if (!make_precision) {
-    throw NotSupportedError("precision='" + p.precision + "' is valid, but this build of Volt has no plug-in for it. "
-                            "Use precision=\"32-true\".");
-  }
-  std::shared_ptr<accelerators::Accelerator> accelerator;
-  if (p.accelerator == "cuda") {
-    accelerator = std::make_shared<accelerators::CUDAAccelerator>(accelerators::CUDAAccelerator::device_count());
-  } else if (p.accelerator == "tpu") {
-    const auto spec = accelerators::TpuRuntimeSpec::parse(p.tpu_runtime);
-    if (spec.kind == accelerators::TpuRuntimeSpec::Kind::kNone) {
-      throw NotSupportedError("accelerator='tpu' (" + p.strategy + " on " + p.root_device + ") needs a TPU device "
-                              "runtime, and none was asked for (" +
-                              accelerators::TpuRuntimeSpec::looked_for(Environ::current()) + "). On a TPU host set "
-                              "VOLT_TPU_RUNTIME_LIBRARY to the runtime library; elsewhere set VOLT_TPU_EMULATION=lazy "
-                              "(and VOLT_TPU_EMULATION_HOST, default v3-8) to emulate one on the CPU (docs/tpu.md).");
+  const std::string type = device_type_of(p.accelerator, accelerator_.get(), p.device_ids);
+  std::shared_ptr<precision::Precision> precision =
+      !plugins_.precisions.empty() ? plugins_.precisions.front() : (object ? object->precision_part() : nullptr);
+  if (!precision) {
+    auto make_precision = precision::precision_factory(p.precision);
+    if (!make_precision) {
+      throw NotSupportedError("precision='" + p.precision +
+                              "' is valid, but this build of Volt has no plug-in for "
+                              "it. Use precision=\"32-true\".");
     }
-    accelerator = std::make_shared<accelerators::TPUAccelerator>(accelerators::TPUAccelerator::probe(Environ::current()),
-                                                                 accelerators::TpuRuntime::open(spec));
-  } else {
-    accelerator = std::make_shared<accelerators::CPUAccelerator>(p.num_threads);
+    precision = make_precision(type);
+    if (!precision) throw Error("the factory of precision='" + p.precision + "' returned a null pointer.");
   }
-  auto environment = std::make_shared<environments::StaticEnvironment>(
-      p.cluster_env, p.processes_started_externally, p.main_address, p.main_port, p.world_size, p.global_rank,
-      p.local_rank, p.node_rank, p.launcher_store, p.store_prefix);
-  const auto devices = accelerator->get_parallel_devices(p.device_ids);
-  const auto& spec = strategies::strategy_spec(p.strategy);
-  const size_t root = spec.one_process_per_node ? 0 : static_cast<size_t>(p.local_rank);
-  strategies::StrategyParts parts{spec,
-                                  accelerator,
-                                  make_precision(p.accelerator),
-                                  environment,
-                                  p.async_checkpoint
-                                      ? std::shared_ptr<checkpoint_io::CheckpointIO>(
-                                            std::make_shared<checkpoint_io::AsyncCheckpointIO>())
-                                      : std::make_shared<checkpoint_io::TorchCheckpointIO>(),
-                                  devices,
-                                  devices.at(root),
-                                  p.ddp};
-  return factory(parts);
+  if (const auto* tpu = dynamic_cast<const accelerators::TPUAccelerator*>(accelerator_.get()); tpu && !tpu->runtime()) {
+    throw NotSupportedError("accelerator='tpu' (" + p.strategy + " on " + p.root_device +
+                            ") needs a TPU device "
+                            "runtime, and none was asked for (" +
+                            accelerators::TpuRuntimeSpec::looked_for(Environ::current()) +
+                            "). On a TPU host set "
+                            "VOLT_TPU_RUNTIME_LIBRARY to the runtime library; elsewhere set VOLT_TPU_EMULATION=lazy "
+                            "(and VOLT_TPU_EMULATION_HOST, default v3-8) to emulate one on the CPU (docs/tpu.md).");
+  }
+  // The environment a plugin object gave is the strategy's own, told the plan's layout;
+  // one from the registry becomes the plan's values, so that the stack follows the plan.
+  std::shared_ptr<environments::ClusterEnvironment> environment =
+      !plugins_.environments.empty() ? plugins_.environments.front() : (object ? object->environment_part() : nullptr);
+  if (environment) {
+    if (!environment->creates_processes_externally()) {
+      environment->set_world_size(p.world_size);
+      environment->set_global_rank(p.global_rank);
+    }
+  } else {
+    environment = std::make_shared<environments::StaticEnvironment>(
+        p.cluster_env, p.processes_started_externally, p.main_address, p.main_port, p.world_size, p.global_rank,
+        p.local_rank, p.node_rank, p.launcher_store, p.store_prefix);
+  }
+  std::shared_ptr<checkpoint_io::CheckpointIO> io = !plugins_.checkpoint_ios.empty()
+                                                        ? plugins_.checkpoint_ios.front()
+                                                        : (object ? object->checkpoint_io_part() : nullptr);
+  if (!io) io = checkpoint_io::checkpoint_io_registry().create(p.checkpoint_io);
+  if (p.async_checkpoint && !dynamic_cast<checkpoint_io::AsyncCheckpointIO*>(io.get())) {
+    io = std::make_shared<checkpoint_io::AsyncCheckpointIO>(std::move(io));  // async_checkpoint wraps any CheckpointIO
+  }
+  const auto devices = accelerator_->get_parallel_devices(p.device_ids);
+  const size_t root = spec_.one_process_per_node ? 0 : static_cast<size_t>(p.local_rank);
+  strategies::StrategyParts parts{spec_, accelerator_, precision, environment, io, devices, devices.at(root), p.ddp};
+  if (object != nullptr) {
+    plugins_.strategy->connect(parts);
+    strategy_connected_ = true;
+    return plugins_.strategy;
+  }
+  auto strategy = factory(parts);
+  if (!strategy) throw Error("the factory of strategy='" + p.strategy + "' returned a null pointer.");
+  return strategy;
 }
 
 std::string Plan::describe() const {
@@ -391,6 +584,7 @@ std::string Plan::describe() const {
   row("main_address", main_address + ":" + std::to_string(main_port) +
                           (launcher_store ? " (the launcher's store, keys under " + store_prefix + ")" : ""));
   if (accelerator == "cpu") row("threads", std::to_string(num_threads) + " per process");
+  row("checkpoint_io", checkpoint_io + (async_checkpoint ? " (in the background)" : ""));
   row("hardware", hardware);
   for (const auto& w : warnings) row("warning", w);
   return out.str();
@@ -419,6 +613,8 @@ std::string Plan::to_json() const {
                       {"process_group_backend", ddp.backend},
                       {"process_group_timeout_s", static_cast<double>(ddp.timeout.count()) / 1000.0},
                       {"num_threads", num_threads},
+                      {"checkpoint_io", checkpoint_io},
+                      {"async_checkpoint", async_checkpoint},
                       {"hardware", hardware},
                       {"warnings", warnings}};
   if (!tpu_platform.empty()) j["tpu_platform"] = tpu_platform;
@@ -427,29 +623,6 @@ std::string Plan::to_json() const {
     j["tpu_runtime_info"] = tpu_runtime_info;
   }
   return j.dump();
-}
-
-std::string AcceleratorConnector::describe_registries() {
-  std::ostringstream out;
-  out << "accelerators:\n"
-      << "  cpu: the CPU; devices counts processes, num_threads sets intra-op threads\n"
-      << "  cuda (gpu): NVIDIA GPUs" << (accelerators::CUDAAccelerator::compiled_with_cuda() ? "" : " (this build: no CUDA)")
-      << "\n  tpu: TPU hosts (Colab, Kaggle, Cloud TPU VMs) through a runtime library "
-         "(VOLT_TPU_RUNTIME_LIBRARY), or emulated on the CPU (VOLT_TPU_EMULATION=lazy)\n";
-  out << "strategies:\n";
-  for (const auto& s : strategies::strategy_specs()) {
-    out << "  " << s.name << ": " << s.description << (strategies::strategy_factory(s.name) ? "" : " [plan only]")
-        << "\n";
-  }
-  out << "precision:\n";
-  for (const auto& s : precision::precision_specs()) {
-    out << "  " << s.name << ": " << s.description << (precision::precision_factory(s.name) ? "" : " [plan only]")
-        << "\n";
-  }
-  out << "cluster environments (detection order):\n ";
-  for (const auto& n : environments::environment_names()) out << " " << n;
-  out << "\n";
-  return out.str();
 }
 
 }  // namespace volt::connectors

@@ -66,11 +66,29 @@ DDPStrategy::DDPStrategy(const StrategyParts& parts, DDPOptions options)
       launcher_kind_(parts.spec.launcher),
       root_device_(parts.root_device),
       options_(std::move(options)) {
-  const auto& env = *environment_;
-  world_size_ = env.world_size();
-  global_rank_ = env.global_rank();
-  local_rank_ = env.local_rank();
-  node_rank_ = env.node_rank();
+  connect(parts);
+}
+
+DDPStrategy::DDPStrategy(DDPOptions options, const std::string& name)
+    : impl_(std::make_unique<Impl>()), root_device_(c10::kCPU), options_(std::move(options)) {
+  const StrategySpec spec = strategy_spec(name);
+  if (spec.name.rfind("ddp", 0) != 0) {
+    throw ConfigError("DDPStrategy(options, \"" + name + "\"): '" + spec.name +
+                      "' is not a ddp strategy. Use ddp, "
+                      "ddp_spawn or one of their find_unused_parameters variants.");
+  }
+  name_ = spec.name;
+  launcher_ = spec.launcher;
+  options_.find_unused_parameters = options_.find_unused_parameters || spec.find_unused_parameters;
+}
+
+void DDPStrategy::connect(const StrategyParts& parts) {
+  Strategy::connect(parts);
+  root_device_ = parts.root_device;
+  world_size_ = environment_->world_size();
+  global_rank_ = environment_->global_rank();
+  local_rank_ = environment_->local_rank();
+  node_rank_ = environment_->node_rank();
   local_world_size_ = std::max<int64_t>(1, static_cast<int64_t>(parts.parallel_devices.size()));
   if (options_.backend != "gloo" && options_.backend != "nccl") {
     throw ConfigError("process_group_backend='" + options_.backend + "' is not known. Use gloo or nccl.");

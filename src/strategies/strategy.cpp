@@ -7,6 +7,7 @@
 #include <torch/serialize/output-archive.h>
 
 #include "volt/core/error.h"
+#include "volt/strategies/strategy_registry.h"
 
 namespace volt::strategies {
 
@@ -21,6 +22,18 @@ Strategy::Strategy(std::shared_ptr<accelerators::Accelerator> accelerator,
   if (!accelerator_ || !precision_ || !environment_ || !checkpoint_io_) {
     throw ConfigError("a strategy needs an accelerator, a precision plug-in, a cluster environment and a "
                       "checkpoint IO; one of them was null.");
+  }
+}
+
+void Strategy::connect(const StrategyParts& parts) {
+  if (!accelerator_) accelerator_ = parts.accelerator;
+  if (!precision_) precision_ = parts.precision;
+  if (!environment_) environment_ = parts.environment;
+  if (!checkpoint_io_) checkpoint_io_ = parts.checkpoint_io;
+  if (!accelerator_ || !precision_ || !environment_ || !checkpoint_io_) {
+    throw ConfigError("strategy '" + name() +
+                      "' was connected without an accelerator, a precision plug-in, a cluster "
+                      "environment or a checkpoint IO; the accelerator connector passes all four.");
   }
 }
 

@@ -1,10 +1,8 @@
 #include "volt/strategies/strategy_registry.h"
 
-#include <map>
 #include <mutex>
 
 #include "volt/core/error.h"
-#include "volt/core/registry.h"
 #include "volt/strategies/ddp_strategy.h"
 #include "volt/strategies/single_device_strategy.h"
 #include "volt/strategies/single_xla_strategy.h"
@@ -12,88 +10,128 @@
 
 namespace volt::strategies {
 
-const std::vector<StrategySpec>& strategy_specs() {
+void register_builtin_strategies(StrategyRegistry& r) {
   using L = LauncherKind;
-  static const std::vector<StrategySpec> specs = {
-      {"single_device", "one process on one device", L::kNone, {"cpu", "cuda"}, false, true, false},
-      {"ddp", "one process per device, gradients averaged by c10d's Reducer; processes started by re-running "
-              "the program", L::kSubprocess, {"cpu", "cuda"}, false, false, false},
-      {"ddp_find_unused_parameters_true", "ddp that tolerates parameters without gradients", L::kSubprocess,
-       {"cpu", "cuda"}, false, false, true},
-      {"ddp_find_unused_parameters_false", "ddp (every parameter must get a gradient)", L::kSubprocess,
-       {"cpu", "cuda"}, false, false, false},
-      {"ddp_spawn", "ddp with workers spawned by the Trainer, which gets their results back", L::kSpawn,
-       {"cpu", "cuda"}, false, false, false},
-      {"ddp_spawn_find_unused_parameters_true", "ddp_spawn that tolerates parameters without gradients", L::kSpawn,
-       {"cpu", "cuda"}, false, false, true},
-      {"ddp_spawn_find_unused_parameters_false", "ddp_spawn (every parameter must get a gradient)", L::kSpawn,
-       {"cpu", "cuda"}, false, false, false},
-      {"dp", "one process splits each batch over the GPUs of one node", L::kNone, {"cuda"}, true, false, false},
-      {"xla", "one process per TPU device, spawned by the Trainer", L::kSpawn, {"tpu"}, false, false, false},
-      {"single_xla", "one process on one TPU device", L::kNone, {"tpu"}, false, true, false},
+  auto add = [&r](StrategySpec spec, StrategyFactory factory) {
+    const std::string key = spec.name;
+    std::string description = spec.description;
+    r.add(key, std::move(description), std::move(spec), std::move(factory), /*allow_empty_factory=*/true);
   };
-  return specs;
+  const StrategyFactory single_device = [](const StrategyParts& p) -> std::shared_ptr<Strategy> {
+    return std::make_shared<SingleDeviceStrategy>(p.root_device, p.accelerator, p.precision, p.environment,
+                                                  p.checkpoint_io);
+  };
+  const StrategyFactory single_xla = [](const StrategyParts& p) -> std::shared_ptr<Strategy> {
+    return std::make_shared<SingleXLAStrategy>(p.root_device,
+                                               std::dynamic_pointer_cast<accelerators::TPUAccelerator>(p.accelerator),
+                                               p.precision, p.environment, p.checkpoint_io);
+  };
+  add({"single_device", "one process on one device", L::kNone, {"cpu", "cuda"}, false, true, false}, single_device);
+  add({"ddp",
+       "one process per device, gradients averaged by c10d's Reducer; processes started by re-running the program",
+       L::kSubprocess,
+       {"cpu", "cuda"},
+       false,
+       false,
+       false},
+      make_ddp_strategy);
+  add({"ddp_find_unused_parameters_true",
+       "ddp that tolerates parameters without gradients",
+       L::kSubprocess,
+       {"cpu", "cuda"},
+       false,
+       false,
+       true},
+      make_ddp_strategy);
+  add({"ddp_find_unused_parameters_false",
+       "ddp (every parameter must get a gradient)",
+       L::kSubprocess,
+       {"cpu", "cuda"},
+       false,
+       false,
+       false},
+      make_ddp_strategy);
+  add({"ddp_spawn",
+       "ddp with workers spawned by the Trainer, which gets their results back",
+       L::kSpawn,
+       {"cpu", "cuda"},
+       false,
+       false,
+       false},
+      make_ddp_strategy);
+  add({"ddp_spawn_find_unused_parameters_true",
+       "ddp_spawn that tolerates parameters without gradients",
+       L::kSpawn,
+       {"cpu", "cuda"},
+       false,
+       false,
+       true},
+      make_ddp_strategy);
+  add({"ddp_spawn_find_unused_parameters_false",
+       "ddp_spawn (every parameter must get a gradient)",
+       L::kSpawn,
+       {"cpu", "cuda"},
+       false,
+       false,
+       false},
+      make_ddp_strategy);
+  // No factory: DataParallel's scatter/gather exist only in a CUDA LibTorch; plans still show it.
+  add({"dp", "one process splits each batch over the GPUs of one node", L::kNone, {"cuda"}, true, false, false},
+      nullptr);
+  add({"xla", "one process per TPU device, spawned by the Trainer", L::kSpawn, {"tpu"}, false, false, false},
+      make_xla_strategy);
+  add({"single_xla", "one process on one TPU device", L::kNone, {"tpu"}, false, true, false}, single_xla);
 }
 
-const StrategySpec& strategy_spec(const std::string& name) {
-  const std::string key = registry_key(name);
-  for (const auto& s : strategy_specs()) {
-    if (s.name == key) return s;
+StrategyRegistry& strategy_registry() {
+  static StrategyRegistry registry("strategy", {"auto"});
+  static std::once_flag built_in;
+  std::call_once(built_in, [] { register_builtin_strategies(registry); });
+  return registry;
+}
+
+void register_strategy(StrategySpec spec, StrategyFactory factory) {
+  if (spec.accelerators.empty()) {
+    throw ConfigError("register_strategy(\"" + spec.name +
+                      "\"): the spec lists no accelerators; name the device "
+                      "families it runs on (\"cpu\", \"cuda\", \"tpu\").");
   }
-  std::string known;
-  for (const auto& s : strategy_specs()) known += (known.empty() ? "" : ", ") + s.name;
-  throw ConfigError("strategy='" + name + "' is not known. Known strategies: auto, " + known + ".");
+  spec.name = registry_key(spec.name);
+  const std::string key = spec.name;
+  std::string description = spec.description;
+  strategy_registry().add(key, std::move(description), std::move(spec), std::move(factory));
+}
+
+std::vector<StrategySpec> strategy_specs() {
+  std::vector<StrategySpec> out;
+  for (auto& e : strategy_registry().entries()) out.push_back(std::move(e.info));
+  return out;
+}
+
+StrategySpec strategy_spec(const std::string& name) {
+  return strategy_registry().info(name);
 }
 
 const char* to_string(LauncherKind kind) {
   switch (kind) {
-    case LauncherKind::kNone: return "none";
-    case LauncherKind::kSubprocess: return "subprocess";
-    case LauncherKind::kSpawn: return "spawn";
+    case LauncherKind::kNone:
+      return "none";
+    case LauncherKind::kSubprocess:
+      return "subprocess";
+    case LauncherKind::kSpawn:
+      return "spawn";
   }
   return "?";
 }
 
-namespace {
-
-std::mutex& factories_mutex() {
-  static std::mutex m;
-  return m;
-}
-
-std::map<std::string, StrategyFactory>& factories() {
-  static std::map<std::string, StrategyFactory> f = [] {
-    std::map<std::string, StrategyFactory> built_in;
-    built_in["single_device"] = [](const StrategyParts& p) -> std::shared_ptr<Strategy> {
-      return std::make_shared<SingleDeviceStrategy>(p.root_device, p.accelerator, p.precision, p.environment,
-                                                    p.checkpoint_io);
-    };
-    for (const auto& spec : strategy_specs()) {
-      if (spec.name.rfind("ddp", 0) == 0) built_in[spec.name] = make_ddp_strategy;
-    }
-    built_in["single_xla"] = [](const StrategyParts& p) -> std::shared_ptr<Strategy> {
-      return std::make_shared<SingleXLAStrategy>(
-          p.root_device, std::dynamic_pointer_cast<accelerators::TPUAccelerator>(p.accelerator), p.precision,
-          p.environment, p.checkpoint_io);
-    };
-    built_in["xla"] = make_xla_strategy;
-    return built_in;
-  }();
-  return f;
-}
-
-}  // namespace
-
 StrategyFactory strategy_factory(const std::string& name) {
-  std::lock_guard<std::mutex> lock(factories_mutex());
-  auto it = factories().find(registry_key(name));
-  return it == factories().end() ? StrategyFactory() : it->second;
+  const auto& registry = strategy_registry();
+  if (!registry.contains(name)) return StrategyFactory();
+  return registry.entry(name).factory;
 }
 
 void register_strategy_factory(const std::string& name, StrategyFactory factory) {
-  const std::string& key = strategy_spec(name).name;  // only known names
-  std::lock_guard<std::mutex> lock(factories_mutex());
-  factories()[key] = std::move(factory);
+  strategy_registry().set_factory(name, std::move(factory));  // only known names; register_strategy adds
 }
 
 }  // namespace volt::strategies

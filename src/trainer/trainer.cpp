@@ -43,12 +43,19 @@ TrainerOptions apply_fast_dev_run(TrainerOptions o) {
 
 Trainer::Trainer(TrainerOptions options, std::vector<std::shared_ptr<callbacks::Callback>> callbacks,
                  std::vector<std::shared_ptr<loggers::Logger>> loggers,
-                 std::vector<std::shared_ptr<precision::Precision>> precision_plugins) {
+                 std::vector<std::shared_ptr<precision::Precision>> precision_plugins)
+    : Trainer(std::move(options),
+              TrainerPlugins{nullptr, nullptr, {precision_plugins.begin(), precision_plugins.end()}},
+              std::move(callbacks), std::move(loggers)) {}
+
+Trainer::Trainer(TrainerOptions options, TrainerPlugins plugins,
+                 std::vector<std::shared_ptr<callbacks::Callback>> callbacks,
+                 std::vector<std::shared_ptr<loggers::Logger>> loggers) {
   try {
     validate_trainer_options(options);
     options_ = apply_fast_dev_run(std::move(options));
     state_.default_root_dir = options_.default_root_dir;
-    impl_ = std::make_unique<Impl>(*this, std::move(callbacks), std::move(loggers), std::move(precision_plugins));
+    impl_ = std::make_unique<Impl>(*this, std::move(callbacks), std::move(loggers), plugins.sorted());
     impl_->profiler_ = profilers::make_profiler(options_.profiler);
     state_.is_global_zero = impl_->strategy_->is_global_zero();
     state_.world_size = impl_->strategy_->world_size();

@@ -165,7 +165,7 @@ TEST(ClusterEnvironments, TorchrunStaticRendezvousJoinsTheAgentsStore) {
   EXPECT_TRUE(p.launcher_store);
   EXPECT_EQ(p.store_prefix, "/worker/attempt_2");  // PyTorch's env:// prefix for that attempt
   EXPECT_NE(p.describe().find("the launcher's store"), std::string::npos) << p.describe();
-  auto strategy = AcceleratorConnector::build_stack(p);
+  auto strategy = AcceleratorConnector(layout("2", 1), Environ(vars), cpu_cores(4)).create_strategy();
   EXPECT_TRUE(strategy->cluster_environment().joins_launcher_store());
   EXPECT_EQ(strategy->cluster_environment().store_prefix(), "/worker/attempt_2");
   // A c10d rendezvous (--standalone, --rdzv_backend c10d): the workers open their own.

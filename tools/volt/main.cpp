@@ -66,7 +66,7 @@ int cmd_info() {
   std::cout << "CUDA in this LibTorch: " << (at::hasCUDA() ? "yes" : "no") << "\n";
   std::cout << "intra-op threads (LibTorch default here): " << at::get_num_threads() << "\n";
   std::cout << at::get_parallel_info();
-  std::cout << "\n" << volt::connectors::AcceleratorConnector::describe_registries();
+  std::cout << "\nregistered plug-ins (kind, key, description):\n" << volt::describe_registries();
   return 0;
 }
 

@@ -22,6 +22,9 @@ class CPUAccelerator : public Accelerator {
   /// cpu_percent (this process, since the last call), rss_mb, vm_total_mb, vm_available_mb.
   std::map<std::string, double> get_device_stats(const c10::Device& device) const override;
   int64_t num_threads() const { return num_threads_; }
+  /// Changes the count setup_device will set (0: all cores). The accelerator connector
+  /// calls it once it knows how many processes share the node's cores.
+  void set_num_threads(int64_t num_threads);
   /// Raises glibc malloc's mmap and trim thresholds once per process (32 MiB, 1 GiB) so
   /// that per-step activation buffers are reused instead of mapped and unmapped. Skipped
   /// when GLIBC_TUNABLES already sets malloc options or VOLT_TUNE_MALLOC=0.

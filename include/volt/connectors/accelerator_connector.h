@@ -4,9 +4,13 @@
 #include <string>
 #include <vector>
 
+#include "volt/accelerators/accelerator.h"
 #include "volt/accelerators/hardware_probe.h"
+#include "volt/checkpoint_io/checkpoint_io.h"
 #include "volt/core/environ.h"
 #include "volt/core/trainer_options.h"
+#include "volt/environments/cluster_environment.h"
+#include "volt/precision/precision.h"
 #include "volt/strategies/strategy.h"
 #include "volt/strategies/strategy_registry.h"
 
@@ -41,6 +45,9 @@ struct Plan {
   /// ddp family: backend ("gloo", "nccl"), timeouts, buckets.
   strategies::DDPOptions ddp;
   int64_t num_threads = 1;  ///< intra-op threads per process (CPU)
+  /// How checkpoints are written: a checkpoint_io registry name ("torch", "async", ...), or
+  /// "object" for a CheckpointIO passed in the Trainer's plugins.
+  std::string checkpoint_io = "torch";
   bool async_checkpoint = false;  ///< write checkpoints in the background (AsyncCheckpointIO)
   std::string tpu_platform;  ///< "colab", "kaggle", "gce", "emulated", "unknown" on TPU hosts
   /// The TPU device runtime (accelerators::TpuRuntimeSpec::to_string), "none" if none.
@@ -56,29 +63,47 @@ struct Plan {
   std::string to_json() const;
 };
 
+/// Plug-in objects given to the Trainer instead of names (Lightning's Trainer(accelerator=<obj>,
+/// strategy=<obj>, plugins=[...])), sorted by kind. The connector uses each in place of the
+/// option it stands for, and refuses conflicting choices, naming both.
+struct PluginObjects {
+  std::shared_ptr<accelerators::Accelerator> accelerator;
+  /// A strategy the user built (e.g. DDPStrategy(ddp_options)); its unset parts are connected.
+  std::shared_ptr<strategies::Strategy> strategy;
+  std::vector<std::shared_ptr<environments::ClusterEnvironment>> environments;
+  std::vector<std::shared_ptr<precision::Precision>> precisions;
+  std::vector<std::shared_ptr<checkpoint_io::CheckpointIO>> checkpoint_ios;
+};
+
 /// Turns the Trainer's hardware flags (accelerator, devices, strategy, precision,
-/// num_nodes, cluster_environment) with an environment snapshot and a hardware probe
-/// into a Plan, in one ordered procedure (docs/hardware-plan.md), checking everything
-/// before any process starts; then builds the Plan's strategy stack.
+/// num_nodes, cluster_environment, checkpoint_io) and plug-in objects, with an environment
+/// snapshot and a hardware probe, into a Plan, in one ordered procedure
+/// (docs/hardware-plan.md), checking everything before any process starts; then builds the
+/// Plan's strategy stack. Every part is found through its registry (accelerator_registry,
+/// strategy_registry, precision_registry, environment_registry, checkpoint_io_registry) or
+/// taken from `plugins`. The accelerator is built here, once (a TPU's runtime is opened once).
 class AcceleratorConnector {
  public:
   /// This process's variables and this machine's hardware.
-  explicit AcceleratorConnector(const TrainerOptions& options);
-  AcceleratorConnector(const TrainerOptions& options, const Environ& env, const accelerators::HardwareProbe& probe);
+  explicit AcceleratorConnector(const TrainerOptions& options, PluginObjects plugins = {});
+  AcceleratorConnector(const TrainerOptions& options, const Environ& env, const accelerators::HardwareProbe& probe,
+                       PluginObjects plugins = {});
 
   const Plan& plan() const { return plan_; }
-  /// A fresh strategy with its accelerator, precision, environment and checkpoint IO, from
-  /// the plan alone. Throws NotSupportedError when this build cannot train with it.
-  std::shared_ptr<strategies::Strategy> create_strategy() const { return build_stack(plan_); }
-  /// `precision`: a plug-in object to use instead of the plan's precision name.
-  static std::shared_ptr<strategies::Strategy> build_stack(const Plan& plan,
-                                                           std::shared_ptr<precision::Precision> precision = nullptr);
-
-  /// The accelerator, strategy, precision and environment names, with descriptions.
-  static std::string describe_registries();
+  /// The accelerator the plan runs on (built from the registry, or the object given).
+  const std::shared_ptr<accelerators::Accelerator>& accelerator() const { return accelerator_; }
+  /// The strategy stack: the plan's strategy with this connector's accelerator and the plan's
+  /// precision, environment and checkpoint IO (or the objects given for them). A strategy
+  /// object given in `plugins` is returned itself, with every part it lacks connected
+  /// (Strategy::connect, once). Throws NotSupportedError when this build cannot train with it.
+  std::shared_ptr<strategies::Strategy> create_strategy() const;
 
  private:
   Plan plan_;
+  PluginObjects plugins_;
+  std::shared_ptr<accelerators::Accelerator> accelerator_;
+  strategies::StrategySpec spec_;
+  mutable bool strategy_connected_ = false;
 };
 
 }  // namespace volt::connectors

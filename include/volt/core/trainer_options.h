@@ -84,6 +84,10 @@ struct TrainerOptions {
   /// loop is blocked only while the tensors are copied; a failed write is raised at the
   /// next save or at the end of the stage.
   bool async_checkpoint = false;
+  /// How checkpoint files are written and read: "torch" (TorchCheckpointIO), "async"
+  /// (AsyncCheckpointIO), or a name added with checkpoint_io::register_checkpoint_io.
+  /// async_checkpoint=true runs the chosen one in the background.
+  std::string checkpoint_io = "torch";
   bool enable_model_summary = true;
   /// true: the CSV logger (when no logger objects are given); false: none; or logger
   /// names from the logger registry: "csv", "tensorboard", "csv,tensorboard",

@@ -24,6 +24,12 @@ namespace volt::strategies {
 class DDPStrategy : public Strategy {
  public:
   DDPStrategy(const StrategyParts& parts, DDPOptions options);
+  /// A strategy object for the Trainer's plug-ins (Lightning's DDPStrategy(...)): `name` is
+  /// a ddp-family registry key ("ddp", "ddp_spawn", ...), whose launcher it uses; the
+  /// accelerator connector connects its devices, layout and the parts it lacks.
+  explicit DDPStrategy(DDPOptions options, const std::string& name = "ddp");
+  /// Takes the parts it lacks, then its root device and ranks from them.
+  void connect(const StrategyParts& parts) override;
   ~DDPStrategy() override;
 
   std::string name() const override { return name_; }

@@ -20,6 +20,7 @@ namespace volt::strategies {
 namespace launchers {
 class Launcher;
 }
+struct StrategyParts;
 
 /// How a reduction combines values across processes.
 enum class ReduceOp { kMean, kSum, kMax, kMin };
@@ -37,6 +38,18 @@ class Strategy {
            std::shared_ptr<environments::ClusterEnvironment> environment,
            std::shared_ptr<checkpoint_io::CheckpointIO> checkpoint_io);
   virtual ~Strategy() = default;
+
+  /// Gives a strategy object the user built (Trainer plug-ins: strategy=<object>) what the
+  /// accelerator connector resolved: each of accelerator, precision, environment and
+  /// checkpoint IO that is still unset is taken from `parts` (a part the object was built
+  /// with stays), and an override reads its devices and process layout from them (call the
+  /// base first). The connector calls it once, at Trainer construction, before anything runs.
+  virtual void connect(const StrategyParts& parts);
+  /// The parts as held now: null where none was given and connect() has not run yet.
+  const std::shared_ptr<accelerators::Accelerator>& accelerator_part() const { return accelerator_; }
+  const std::shared_ptr<precision::Precision>& precision_part() const { return precision_; }
+  const std::shared_ptr<environments::ClusterEnvironment>& environment_part() const { return environment_; }
+  const std::shared_ptr<checkpoint_io::CheckpointIO>& checkpoint_io_part() const { return checkpoint_io_; }
 
   /// Registry key, e.g. "single_device".
   virtual std::string name() const = 0;
@@ -141,6 +154,11 @@ class Strategy {
   checkpoint_io::CheckpointIO& checkpoint_io() const { return *checkpoint_io_; }
 
  protected:
+  /// A strategy whose parts are connected later (connect): what a strategy object the user
+  /// builds for the Trainer's plug-ins starts from. A derived constructor may set some of
+  /// the parts below itself; connect() keeps those.
+  Strategy() = default;
+
   std::shared_ptr<accelerators::Accelerator> accelerator_;
   std::shared_ptr<precision::Precision> precision_;
   std::shared_ptr<environments::ClusterEnvironment> environment_;

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "volt/core/registry.h"
 #include "volt/strategies/strategy.h"
 
 namespace volt::strategies {
@@ -25,10 +26,10 @@ struct StrategySpec {
   bool find_unused_parameters = false;
 };
 
-/// Every strategy name Volt knows, in a fixed order.
-const std::vector<StrategySpec>& strategy_specs();
+/// Every strategy name registered, in registration order (Volt's own first).
+std::vector<StrategySpec> strategy_specs();
 /// The spec of `name`; ConfigError listing the known names when there is none.
-const StrategySpec& strategy_spec(const std::string& name);
+StrategySpec strategy_spec(const std::string& name);
 /// "none", "subprocess", "spawn".
 const char* to_string(LauncherKind kind);
 
@@ -47,7 +48,8 @@ struct DDPOptions {
   bool gradient_as_bucket_view = false;
 };
 
-/// What a strategy is built from.
+/// What a strategy is built from, and what the accelerator connector gives a strategy object
+/// the user built (Strategy::connect).
 struct StrategyParts {
   const StrategySpec& spec;
   std::shared_ptr<accelerators::Accelerator> accelerator;
@@ -61,9 +63,27 @@ struct StrategyParts {
 
 using StrategyFactory = std::function<std::shared_ptr<Strategy>(const StrategyParts&)>;
 
-/// The class behind a name, or nullptr when this build cannot train with it.
+/// The Trainer's `strategy` option: each key's StrategySpec (its launcher, accelerators,
+/// layout) and the class behind it. A key without a factory is known to plans ("dp" in a
+/// build without CUDA) but cannot train. "auto" is reserved.
+using StrategyRegistry = InfoRegistry<StrategySpec, Strategy, const StrategyParts&>;
+
+/// The registry, with Volt's strategies on first use.
+StrategyRegistry& strategy_registry();
+/// Adds Volt's strategies to `registry` (what strategy_registry() calls once).
+void register_builtin_strategies(StrategyRegistry& registry);
+
+/// Adds (or replaces) a strategy name; `spec.name` is the key and `spec.description` its
+/// line in `volt info`:
+///
+///     volt::strategies::register_strategy({.name = "my_ddp", .description = "ddp, logged",
+///                                          .launcher = LauncherKind::kSubprocess, .accelerators = {"cpu"}},
+///         [](const StrategyParts& p) { return std::make_shared<MyDDP>(p, p.ddp); });
+void register_strategy(StrategySpec spec, StrategyFactory factory);
+
+/// The class behind a name, or an empty function when this build cannot train with it.
 StrategyFactory strategy_factory(const std::string& name);
-/// Registers (or replaces) the class behind a known name.
+/// Replaces the class behind a known name, keeping its spec (register_strategy adds names).
 void register_strategy_factory(const std::string& name, StrategyFactory factory);
 
 }  // namespace volt::strategies

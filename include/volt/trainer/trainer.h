@@ -17,6 +17,7 @@
 #include "volt/precision/precision.h"
 #include "volt/profilers/profiler.h"
 #include "volt/strategies/strategy.h"
+#include "volt/trainer/plugins.h"
 
 namespace volt {
 
@@ -37,6 +38,12 @@ class Trainer {
   explicit Trainer(TrainerOptions options = {}, std::vector<std::shared_ptr<callbacks::Callback>> callbacks = {},
                    std::vector<std::shared_ptr<loggers::Logger>> loggers = {},
                    std::vector<std::shared_ptr<precision::Precision>> precision_plugins = {});
+  /// With plug-in objects (Lightning's Trainer(strategy=<object>, accelerator=<object>,
+  /// plugins=[...])): each is used instead of the option it stands for; conflicts are refused
+  /// here, naming both (volt/trainer/plugins.h).
+  Trainer(TrainerOptions options, TrainerPlugins plugins,
+          std::vector<std::shared_ptr<callbacks::Callback>> callbacks = {},
+          std::vector<std::shared_ptr<loggers::Logger>> loggers = {});
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;

@@ -30,35 +30,14 @@ namespace volt {
 class Trainer::Impl : public TrainerView {
  public:
   Impl(Trainer& owner, std::vector<std::shared_ptr<callbacks::Callback>> user_callbacks,
-       std::vector<std::shared_ptr<loggers::Logger>> user_loggers,
-       std::vector<std::shared_ptr<precision::Precision>> precision_plugins)
+       std::vector<std::shared_ptr<loggers::Logger>> user_loggers, connectors::PluginObjects plugins)
       : owner_(owner),
-        accelerator_connector_(owner.options_),
-        strategy_(connectors::AcceleratorConnector::build_stack(accelerator_connector_.plan(),
-                                                                 precision_plugin(owner.options_, precision_plugins))),
+        accelerator_connector_(owner.options_, std::move(plugins)),
+        strategy_(accelerator_connector_.create_strategy()),
         callback_connector_(std::move(user_callbacks), owner.options_),
         logger_connector_(make_loggers(owner.options_, std::move(user_loggers)), owner.options_.log_every_n_steps,
                           *strategy_),
         checkpoint_connector_(*strategy_) {}
-
-  static std::shared_ptr<precision::Precision> precision_plugin(
-      const TrainerOptions& o, const std::vector<std::shared_ptr<precision::Precision>>& plugins) {
-    if (plugins.empty()) return nullptr;
-    std::string names;
-    for (const auto& p : plugins) {
-      if (!p) throw ConfigError("precision_plugins contains a null pointer; pass constructed plug-ins only.");
-      names += (names.empty() ? "" : ", ") + p->name();
-    }
-    if (plugins.size() > 1) {
-      throw ConfigError("precision_plugins holds " + std::to_string(plugins.size()) + " precision plug-ins (" + names +
-                        "); a run has one. Pass a single plug-in.");
-    }
-    if (o.precision != "32-true" && o.precision != "32") {
-      throw ConfigError("precision='" + o.precision + "' and a precision plug-in (" + names +
-                        ") were both given. Use one: drop the flag or the plug-in.");
-    }
-    return plugins.front();
-  }
 
   /// The run's loggers: the objects given, or those `logger` names (true: one CSV
   /// logger), none under fast_dev_run. Every logger after the first follows the first
