@@ -303,6 +303,9 @@ const std::vector<TrainerFlag>& trainer_flags() {
       VOLT_FLAG(enable_progress_bar, "true", "show a progress bar"),
       VOLT_FLAG(enable_checkpointing, "true", "save checkpoints with the default checkpoint callback"),
       VOLT_FLAG(async_checkpoint, "false", "write checkpoints in a background thread"),
+      VOLT_FLAG(checkpoint_io, "torch",
+                "how checkpoints are written and read: torch, async, or a name registered with "
+                "checkpoint_io::register_checkpoint_io"),
       VOLT_FLAG(enable_model_summary, "true", "print a model summary at start"),
       VOLT_FLAG(logger, "true",
                 "true: the CSV logger; false: none; or logger names, e.g. tensorboard or csv,tensorboard (one "

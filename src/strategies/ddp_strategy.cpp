@@ -78,7 +78,7 @@ DDPStrategy::DDPStrategy(DDPOptions options, const std::string& name)
                       "ddp_spawn or one of their find_unused_parameters variants.");
   }
   name_ = spec.name;
-  launcher_ = spec.launcher;
+  launcher_kind_ = spec.launcher;
   options_.find_unused_parameters = options_.find_unused_parameters || spec.find_unused_parameters;
 }
 
@@ -99,7 +99,7 @@ void DDPStrategy::connect(const StrategyParts& parts) {
                             "neither. Use process_group_backend='gloo' (CPU or CUDA tensors).");
 #endif
   }
-  if (launcher_kind_ == LauncherKind::kSubprocess && !env.creates_processes_externally()) {
+  if (launcher_kind_ == LauncherKind::kSubprocess && !environment_->creates_processes_externally()) {
     subprocess_ = std::make_unique<launchers::SubprocessLauncher>(environment_, local_world_size_);
   } else if (launcher_kind_ == LauncherKind::kSpawn) {
     // In the parent and in its workers alike: the workers run their stage call through it.

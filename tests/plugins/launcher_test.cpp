@@ -31,7 +31,7 @@ std::shared_ptr<volt::strategies::Strategy> stack(const std::string& strategy, c
   o.devices = devices;
   volt::accelerators::HardwareProbe hw = volt::accelerators::HardwareProbe::assume("cpu", Environ());
   hw.cpu_cores = 4;
-  return AcceleratorConnector::build_stack(AcceleratorConnector(o, Environ(vars), hw).plan());
+  return AcceleratorConnector(o, Environ(vars), hw).create_strategy();
 }
 
 const Vars kTorchrun{{"RANK", "1"},
