@@ -671,3 +671,57 @@ TEST(Layering, ReportsExitAbortAndQuickExitAndASecondForkedChildExit) {
                                               "src/strategies/launchers/worker_group.cpp:2: ::_exit(127);",
                                               "src/strategies/launchers/worker_group.cpp:3: _exit(1);"}));
 }
+
+namespace {
+
+/// Test folders that are not one concern of src/: end-to-end runs, real launchers and
+/// clients, bad input, fuzzing, the generator's tools, shared helpers.
+const std::set<std::string> kCrossCuttingTestFolders{
+    "conformance", "consumer", "distributed", "faults", "fuzz",  "generator", "hostile", "launchers",
+    "layering",    "plot",     "support",     "tpu_runtime", "trainer", "ui"};
+
+/// Tests mirror the code: every test folder holding C++ is named after a concern of src/ (or
+/// is one of the cross-cutting folders), and every concern of src/ has its test folder.
+std::vector<std::string> check_test_folders(const std::set<std::string>& src_concerns,
+                                            const std::set<std::string>& test_folders_with_code) {
+  std::vector<std::string> problems;
+  for (const auto& t : test_folders_with_code) {
+    if (src_concerns.count(t) == 0 && kCrossCuttingTestFolders.count(t) == 0) {
+      problems.push_back("tests/" + t + " is not a concern of src/: tests of src/<concern> go in tests/<concern>");
+    }
+  }
+  for (const auto& c : src_concerns) {
+    if (test_folders_with_code.count(c) == 0) problems.push_back("src/" + c + " has no tests/" + c);
+  }
+  return problems;
+}
+
+std::set<std::string> folders_of(const std::filesystem::path& dir, bool with_cpp_only) {
+  std::set<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (!e.is_directory()) continue;
+    bool has = !with_cpp_only;
+    for (const auto& f : std::filesystem::directory_iterator(e.path())) {
+      if (f.path().extension() == ".cpp") has = true;
+    }
+    if (has) out.insert(e.path().filename().string());
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(Layering, TestFoldersMirrorTheConcernsOfSrc) {
+  const char* root = std::getenv("VOLT_SOURCE_DIR");
+  ASSERT_NE(root, nullptr) << "set VOLT_SOURCE_DIR to the repository root (ctest does)";
+  const auto src = folders_of(std::filesystem::path(root) / "src", /*with_cpp_only=*/false);
+  ASSERT_GE(src.size(), 10u) << "found only " << src.size() << " concerns under " << root << "/src";
+  const auto problems = check_test_folders(src, folders_of(std::filesystem::path(root) / "tests", true));
+  EXPECT_TRUE(problems.empty()) << join(problems);
+}
+
+TEST(Layering, ReportsATestFolderOfSeveralConcernsAndAConcernWithoutTests) {
+  EXPECT_EQ(check_test_folders({"loops", "loggers"}, {"plugins", "loggers", "trainer"}),
+            (Violations{"tests/plugins is not a concern of src/: tests of src/<concern> go in tests/<concern>",
+                        "src/loops has no tests/loops"}));
+}

@@ -16,7 +16,7 @@
 #include <ATen/ops/zeros.h>
 #include <gtest/gtest.h>
 
-#include "plugins/tensorboard_support.h"
+#include "loggers/tensorboard_support.h"
 #include "support/boring_module.h"
 #include "volt/callbacks/histogram_monitor.h"
 #include "volt/cli/cli.h"

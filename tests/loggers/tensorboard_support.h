@@ -23,7 +23,7 @@ inline std::string shell_quote(const std::string& s) {
 inline std::string check_script() {
   const char* source_dir = std::getenv("VOLT_SOURCE_DIR");
   const std::filesystem::path dir = (source_dir && *source_dir)
-                                        ? std::filesystem::path(source_dir) / "tests" / "plugins"
+                                        ? std::filesystem::path(source_dir) / "tests" / "loggers"
                                         : std::filesystem::path(__FILE__).parent_path();
   return (dir / "tensorboard_check.py").string();
 }

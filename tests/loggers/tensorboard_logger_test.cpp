@@ -23,7 +23,7 @@
 #include <ATen/ops/zeros.h>
 #include <gtest/gtest.h>
 
-#include "plugins/tensorboard_support.h"
+#include "loggers/tensorboard_support.h"
 #include "support/temp_dir.h"
 #include "volt/core/error.h"
 #include "volt/loggers/event_file.h"

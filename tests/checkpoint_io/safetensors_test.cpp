@@ -482,7 +482,7 @@ std::string python_skip_reason() {
 std::string check_script() {
   const char* source_dir = std::getenv("VOLT_SOURCE_DIR");
   const fs::path dir =
-      (source_dir && *source_dir) ? fs::path(source_dir) / "tests" / "plugins" : fs::path(__FILE__).parent_path();
+      (source_dir && *source_dir) ? fs::path(source_dir) / "tests" / "checkpoint_io" : fs::path(__FILE__).parent_path();
   return (dir / "safetensors_check.py").string();
 }
 
