@@ -5,11 +5,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include <cxxabi.h>
 
 #include <cstdlib>
 #include <typeinfo>
 
+#include "connectors/detail/accelerator_connector_plugins.h"
 #include "volt/accelerators/accelerator_registry.h"
 #include "volt/accelerators/cpu_accelerator.h"
 #include "volt/accelerators/cuda_accelerator.h"
@@ -27,6 +27,9 @@
 
 namespace volt::connectors {
 namespace {
+
+using detail::check_plugin_conflicts;
+using detail::class_name;
 
 using accelerators::DevicesSpec;
 using accelerators::HardwareProbe;
@@ -102,113 +105,6 @@ std::string device_type_of(const std::string& name, const accelerators::Accelera
   if (devices.empty() || devices.front().is_cpu()) return "cpu";
   if (devices.front().is_cuda()) return "cuda";
   return "tpu";
-}
-
-/// "MyCheckpointIO": the class of a plug-in object, for messages.
-template <typename T>
-std::string class_name(const T& object) {
-  const char* mangled = typeid(object).name();
-  int status = 0;
-  char* demangled = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
-  std::string out = status == 0 && demangled != nullptr ? demangled : mangled;
-  std::free(demangled);
-  return out;
-}
-
-/// "a, b" of plug-in objects of one kind; ConfigError for a null one.
-template <typename T, typename Name>
-std::string object_names(const std::vector<std::shared_ptr<T>>& objects, const char* kind, Name name) {
-  std::string out;
-  for (const auto& o : objects) {
-    if (!o) throw ConfigError(std::string("plugins holds a null ") + kind + "; pass constructed objects only.");
-    out += (out.empty() ? "" : ", ") + name(*o);
-  }
-  return out;
-}
-
-/// Refuses plug-in objects that conflict with each other or with the options, naming both.
-void check_plugin_conflicts(const TrainerOptions& o, const PluginObjects& p) {
-  const auto env_name = [](const environments::ClusterEnvironment& e) {
-    return "'" + e.name() + "' (" + class_name(e) + ")";
-  };
-  const auto precision_name = [](const precision::Precision& x) {
-    return "'" + x.name() + "' (" + class_name(x) + ")";
-  };
-  const auto io_name = [](const checkpoint_io::CheckpointIO& x) { return class_name(x); };
-  const std::string envs = object_names(p.environments, "ClusterEnvironment", env_name);
-  const std::string precisions = object_names(p.precisions, "Precision", precision_name);
-  const std::string ios = object_names(p.checkpoint_ios, "CheckpointIO", io_name);
-  if (p.environments.size() > 1) {
-    throw ConfigError("plugins holds " + std::to_string(p.environments.size()) + " ClusterEnvironments (" + envs +
-                      "); a run has one. Pass a single environment.");
-  }
-  if (p.precisions.size() > 1) {
-    throw ConfigError("plugins holds " + std::to_string(p.precisions.size()) + " precision plug-ins (" + precisions +
-                      "); a run has one. Pass a single plug-in.");
-  }
-  if (p.checkpoint_ios.size() > 1) {
-    throw ConfigError("plugins holds " + std::to_string(p.checkpoint_ios.size()) + " CheckpointIOs (" + ios +
-                      "); a run has one. Pass a single CheckpointIO.");
-  }
-  if (!p.environments.empty() && registry_key(o.cluster_environment) != "auto") {
-    throw ConfigError("cluster_environment='" + o.cluster_environment + "' and a ClusterEnvironment object " + envs +
-                      " were both given. Use one: drop the option (cluster_environment=\"auto\") or the object.");
-  }
-  if (!p.precisions.empty() && o.precision != "32-true" && o.precision != "32") {
-    throw ConfigError("precision='" + o.precision + "' and a precision plug-in (" + precisions +
-                      ") were both given. Use one: drop the flag or the plug-in.");
-  }
-  if (!p.checkpoint_ios.empty() && registry_key(o.checkpoint_io) != "torch") {
-    throw ConfigError("checkpoint_io='" + o.checkpoint_io + "' and a CheckpointIO object (" + ios +
-                      ") were both given. Use one: drop the option (checkpoint_io=\"torch\") or the object.");
-  }
-  if (p.accelerator && registry_key(o.accelerator) != "auto") {
-    throw ConfigError("accelerator='" + o.accelerator + "' and an accelerator object ('" + p.accelerator->name() +
-                      "', " + class_name(*p.accelerator) +
-                      ") were both given. Use one: drop the option "
-                      "(accelerator=\"auto\") or the object.");
-  }
-  if (!p.strategy) return;
-  const auto& s = *p.strategy;
-  const std::string strategy = "the strategy object ('" + s.name() + "', " + class_name(s) + ")";
-  if (registry_key(o.strategy) != "auto") {
-    throw ConfigError("strategy='" + o.strategy + "' and " + strategy +
-                      " were both given. Use one: drop the option "
-                      "(strategy=\"auto\") or the object.");
-  }
-  if (p.accelerator && s.accelerator_part()) {
-    throw ConfigError("an accelerator object ('" + p.accelerator->name() + "') and another in " + strategy + " ('" +
-                      s.accelerator_part()->name() + "') were both given. Give the accelerator in one place.");
-  }
-  if (s.accelerator_part() && registry_key(o.accelerator) != "auto") {
-    throw ConfigError("accelerator='" + o.accelerator + "' and the accelerator of " + strategy + " ('" +
-                      s.accelerator_part()->name() + "') were both given. Use accelerator=\"auto\".");
-  }
-  if (!p.environments.empty() && s.environment_part()) {
-    throw ConfigError("a ClusterEnvironment in plugins (" + envs + ") and another in " + strategy + " (" +
-                      env_name(*s.environment_part()) + ") were both given. Give the environment in one place.");
-  }
-  if (s.environment_part() && registry_key(o.cluster_environment) != "auto") {
-    throw ConfigError("cluster_environment='" + o.cluster_environment + "' and the environment of " + strategy + " (" +
-                      env_name(*s.environment_part()) + ") were both given. Use cluster_environment=\"auto\".");
-  }
-  if (!p.precisions.empty() && s.precision_part()) {
-    throw ConfigError("a precision plug-in in plugins (" + precisions + ") and another in " + strategy + " (" +
-                      precision_name(*s.precision_part()) + ") were both given. Give the precision in one place.");
-  }
-  if (s.precision_part() && o.precision != "32-true" && o.precision != "32") {
-    throw ConfigError("precision='" + o.precision + "' and the precision plug-in of " + strategy + " (" +
-                      precision_name(*s.precision_part()) +
-                      ") were both given. Use one: drop the flag or the plug-in.");
-  }
-  if (!p.checkpoint_ios.empty() && s.checkpoint_io_part()) {
-    throw ConfigError("a CheckpointIO in plugins (" + ios + ") and another in " + strategy + " (" +
-                      io_name(*s.checkpoint_io_part()) + ") were both given. Give the CheckpointIO in one place.");
-  }
-  if (s.checkpoint_io_part() && registry_key(o.checkpoint_io) != "torch") {
-    throw ConfigError("checkpoint_io='" + o.checkpoint_io + "' and the CheckpointIO of " + strategy + " (" +
-                      io_name(*s.checkpoint_io_part()) + ") were both given. Use one: drop the option or the object.");
-  }
 }
 
 /// Step 5: which strategy, and whether it fits the accelerator and the layout. `object`: a
@@ -560,69 +456,6 @@ std::shared_ptr<strategies::Strategy> AcceleratorConnector::create_strategy() co
   auto strategy = factory(parts);
   if (!strategy) throw Error("the factory of strategy='" + p.strategy + "' returned a null pointer.");
   return strategy;
-}
-
-std::string Plan::describe() const {
-  std::ostringstream out;
-  auto row = [&](const char* key, const std::string& value) { out << "  " << key << std::string(18 - std::string(key).size(), ' ') << value << "\n"; };
-  std::string devices;
-  for (const auto& d : parallel_devices) devices += (devices.empty() ? "" : ", ") + d;
-  row("accelerator", accelerator + (tpu_platform.empty() ? "" : " (" + tpu_platform + ")"));
-  row("strategy", strategy + (find_unused_parameters ? " (find_unused_parameters)" : ""));
-  row("precision", precision);
-  row("cluster_env", cluster_env + (processes_started_externally ? " (processes started by the launcher)" : ""));
-  row("launcher", launcher);
-  row("num_nodes", std::to_string(num_nodes));
-  row("num_devices", std::to_string(num_devices) + " per node");
-  row("num_processes", std::to_string(num_processes) + " per node");
-  row("world_size", std::to_string(world_size));
-  row("ranks", "global " + std::to_string(global_rank) + ", local " + std::to_string(local_rank) + ", node " +
-                   std::to_string(node_rank));
-  row("parallel_devices", devices);
-  row("root_device", root_device);
-  if (accelerator == "tpu") row("tpu_runtime", tpu_runtime_info);
-  row("main_address", main_address + ":" + std::to_string(main_port) +
-                          (launcher_store ? " (the launcher's store, keys under " + store_prefix + ")" : ""));
-  if (accelerator == "cpu") row("threads", std::to_string(num_threads) + " per process");
-  row("checkpoint_io", checkpoint_io + (async_checkpoint ? " (in the background)" : ""));
-  row("hardware", hardware);
-  for (const auto& w : warnings) row("warning", w);
-  return out.str();
-}
-
-std::string Plan::to_json() const {
-  nlohmann::json j = {{"accelerator", accelerator},
-                      {"strategy", strategy},
-                      {"precision", precision},
-                      {"cluster_env", cluster_env},
-                      {"launcher", launcher},
-                      {"num_nodes", num_nodes},
-                      {"num_devices", num_devices},
-                      {"num_processes", num_processes},
-                      {"world_size", world_size},
-                      {"global_rank", global_rank},
-                      {"local_rank", local_rank},
-                      {"node_rank", node_rank},
-                      {"parallel_devices", parallel_devices},
-                      {"device_ids", device_ids},
-                      {"root_device", root_device},
-                      {"main_address", main_address},
-                      {"main_port", main_port},
-                      {"launcher_store", launcher_store},
-                      {"find_unused_parameters", find_unused_parameters},
-                      {"process_group_backend", ddp.backend},
-                      {"process_group_timeout_s", static_cast<double>(ddp.timeout.count()) / 1000.0},
-                      {"num_threads", num_threads},
-                      {"checkpoint_io", checkpoint_io},
-                      {"async_checkpoint", async_checkpoint},
-                      {"hardware", hardware},
-                      {"warnings", warnings}};
-  if (!tpu_platform.empty()) j["tpu_platform"] = tpu_platform;
-  if (accelerator == "tpu") {
-    j["tpu_runtime"] = tpu_runtime;
-    j["tpu_runtime_info"] = tpu_runtime_info;
-  }
-  return j.dump();
 }
 
 }  // namespace volt::connectors
