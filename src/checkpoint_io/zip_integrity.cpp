@@ -356,12 +356,16 @@ class Verifier {
       }
       const Extra x = extra(h + kLocalSize + name_len, extra_len, where);
       const bool descriptor = entry.flags & 0x0008;
-      // With a data descriptor the local header's CRC and sizes may be 0; otherwise they are the entry's.
+      // With a data descriptor PyTorch's writer leaves the local header's CRC and sizes 0 (the
+      // descriptor after the data holds them), so any other value there is damage, even one that
+      // happens to equal the entry's; without one they are the entry's (or Zip64's 0xFFFFFFFF).
       auto local_value = [&](uint64_t local, uint64_t central, size_t zip64_index, const char* field) {
-        if (local == 0xFFFFFFFF && x.has_zip64 && zip64_index < x.zip64.size()) local = x.zip64[zip64_index];
-        if (local == central || (descriptor && local == 0)) return;
+        if (descriptor && local == 0) return;
+        const bool from_zip64 = local == 0xFFFFFFFF && x.has_zip64 && zip64_index < x.zip64.size();
+        if (from_zip64) local = x.zip64[zip64_index];
+        if (local == central && (!descriptor || from_zip64)) return;
         fail(where + " gives " + field + " " + std::to_string(local) + ", its central directory entry " +
-             std::to_string(central));
+             std::to_string(central) + (descriptor ? " (with a data descriptor following, PyTorch writes 0 here)" : ""));
       };
       local_value(b_.u32(h + 14), r.crc, 99, "CRC-32");
       local_value(b_.u32(h + 22), r.size, 0, "size");

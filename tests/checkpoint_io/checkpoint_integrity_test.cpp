@@ -211,6 +211,27 @@ TEST(CheckpointIntegrity, ABitFlippedInALocalHeaderIsRefusedAt100Positions) {
   expect_every_flip_refused(a, a.local_headers(), "local headers", 4);
 }
 
+// LibTorch 2.6 found it: a bit flipped in the local compressed-size field of the 2-byte
+// archive/version record turned PyTorch's 0 into 2, the entry's own size, and was accepted.
+TEST(CheckpointIntegrity, ALocalHeaderSizeOrCrcEqualToTheEntrysIsRefusedWhenADescriptorFollows) {
+  volt::testing::TempDir dir;
+  const Archive a = saved_archive(dir);
+  const std::string path = dir / "flipped.ckpt";
+  for (const auto& r : a.records) {
+    for (const size_t field : {14, 18, 22}) {  // CRC-32, compressed size, size
+      std::string bytes = a.bytes;
+      const uint32_t value = field == 14 ? r.crc : static_cast<uint32_t>(r.size);
+      if (value == 0) continue;
+      for (int k = 0; k < 4; ++k) bytes[r.header_offset + field + k] = static_cast<char>((value >> (8 * k)) & 0xFF);
+      write_bytes(path, bytes);
+      const std::string msg = error_message<volt::CheckpointError>(
+          [&] { volt::checkpoint_io::TorchCheckpointIO().load_checkpoint(path); });
+      EXPECT_TRUE(contains(msg, r.name) && contains(msg, "PyTorch writes 0 here")) << r.name << " " << field << ": "
+                                                                                  << msg;
+    }
+  }
+}
+
 TEST(CheckpointIntegrity, ABitFlippedInTheEndRecordsIsRefusedAt100Positions) {
   volt::testing::TempDir dir;
   const Archive a = saved_archive(dir);
