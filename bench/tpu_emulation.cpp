@@ -24,6 +24,8 @@
 #include <thread>
 #include <vector>
 
+#include <unistd.h>
+
 #include "volt/accelerators/tpu_runtime.h"
 #include "volt/data/idx.h"
 #include "volt/volt.h"
@@ -179,7 +181,7 @@ int main(int argc, char** argv) try {
   lo.batch_size = 64;
   auto loader = std::make_shared<volt::data::DataLoader>(
       std::make_shared<volt::data::TensorDataset>(std::vector<at::Tensor>{x, y}), lo);
-  const std::string root = (std::filesystem::temp_directory_path() / "volt_tpu_bench").string();
+  const std::string root = (std::filesystem::temp_directory_path() / ("volt_tpu_bench-" + std::to_string(::getpid()))).string();
 
   std::printf("model %s, %lld steps of batch 64 per run, %lld rounds, %lld threads, data %s\n", a.model.c_str(),
               static_cast<long long>(a.steps), static_cast<long long>(a.rounds), static_cast<long long>(a.threads),

@@ -36,6 +36,8 @@
 #include <thread>
 #include <vector>
 
+#include <unistd.h>
+
 #include "volt/accelerators/cpu_accelerator.h"
 #include "volt/data/idx.h"
 #include "volt/volt.h"
@@ -277,7 +279,10 @@ int main(int argc, char** argv) {
     const int64_t n = std::min<int64_t>(a.train_size, full->size());
     const at::Tensor x = full->tensors()[0].slice(0, 0, n).contiguous();
     const at::Tensor y = full->tensors()[1].slice(0, 0, n).contiguous();
-    const std::string root = (std::filesystem::temp_directory_path() / "volt-bench").string();
+    // One folder per run: ctest runs two of these benchmarks at once, and one removing a
+    // shared folder under the other's CSVLogger failed CI.
+    const std::string root =
+        (std::filesystem::temp_directory_path() / ("volt-bench-" + std::to_string(::getpid()))).string();
     const int64_t steps = n / a.batch_size;
     std::printf("model=%s images=%lld batch=%lld steps/epoch=%lld epochs/run=%lld threads=%lld rounds=%lld\n",
                 a.model.c_str(), static_cast<long long>(n), static_cast<long long>(a.batch_size),
