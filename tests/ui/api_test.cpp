@@ -2,6 +2,8 @@
 // is the generator library's own (the same files, problems and forced values as calling it directly).
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <string>
@@ -68,6 +70,41 @@ TEST(UiApi, ServesThePageAndItsAssetsWithAStrictContentPolicy) {
   EXPECT_EQ(get("/assets/missing.js").status, 404);
 }
 
+TEST(UiApi, ServesAFaviconSoThatLoadingThePageHasNo404) {
+  const auto page = get("/");
+  EXPECT_NE(page.body.find("<link rel=\"icon\" href=\"/assets/favicon.svg\""), std::string::npos);
+  const auto icon = get("/assets/favicon.svg");
+  ASSERT_EQ(icon.status, 200);
+  EXPECT_EQ(icon.content_type, "image/svg+xml");
+  EXPECT_EQ(icon.body.rfind("<svg", 0), 0u) << icon.body;
+  // Asked for by browsers on their own.
+  const auto ico = get("/favicon.ico");
+  EXPECT_EQ(ico.status, 200);
+  EXPECT_EQ(ico.body, icon.body);
+}
+
+TEST(UiApi, ServesTheDocsThePageLinksToFromTheBinaryAsText) {
+  const auto page = get("/");
+  for (const std::string doc : {"generator.md", "ui.md"}) {
+    EXPECT_NE(page.body.find("href=\"/docs/" + doc + "\""), std::string::npos) << doc;
+    const auto r = get("/docs/" + doc);
+    ASSERT_EQ(r.status, 200) << doc;
+    EXPECT_EQ(r.content_type, "text/plain; charset=utf-8");
+    EXPECT_EQ(header(r, "X-Content-Type-Options"), "nosniff");
+    std::ifstream in(std::string(VOLT_UI_DOCS_DIR) + "/" + doc, std::ios::binary);
+    ASSERT_TRUE(in) << doc;
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(r.body, text) << doc << ": the embedded copy is the file of the sources";
+  }
+  const auto missing = get("/docs/tpu.md");
+  EXPECT_EQ(missing.status, 404);
+  EXPECT_NE(json::parse(missing.body)["error"].get<std::string>().find("/docs/generator.md, /docs/ui.md"),
+            std::string::npos)
+      << missing.body;
+  EXPECT_EQ(get("/docs/../CMakeLists.txt").status, 404);
+  EXPECT_EQ(post("/docs/ui.md", json::object()).status, 405);
+}
+
 TEST(UiApi, SchemaIsTheGeneratorsSchemaAndTemplates) {
   const auto r = get("/api/schema");
   ASSERT_EQ(r.status, 200);
@@ -111,32 +148,48 @@ TEST(UiApi, XlaTpuForcesSpawnAndOneProcessPerChipWithReasons) {
   EXPECT_EQ(body["forced"], expected_forced);
 }
 
-TEST(UiApi, UnknownFieldIs400NamingIt) {
+TEST(UiApi, UnknownFieldIsAProblemNamingItAnswered200ByValidateAndRenderAnd400ByTheDownloads) {
+  // The page asks /api/render on every change: a refused choice is the generator's answer, not an HTTP error
+  // (which the browser would log as a console error). A download cannot be made of it.
   const json options = {{"template", first_template()}, {"colour", "red"}};
   for (const char* path : {"/api/validate", "/api/render", "/api/zip", "/api/notebook"}) {
+    const bool download = std::string(path) == "/api/zip" || std::string(path) == "/api/notebook";
     const auto r = post(path, options);
-    ASSERT_EQ(r.status, 400) << path;
+    ASSERT_EQ(r.status, download ? 400 : 200) << path;
     EXPECT_EQ(r.content_type, "application/json") << path;
     const json body = body_json(r);
     ASSERT_EQ(body["problems"].size(), 1u) << body.dump();
     EXPECT_EQ(body["problems"][0]["option"], "colour");
-    EXPECT_NE(body["error"].get<std::string>().find("colour: unknown option"), std::string::npos) << body.dump();
+    EXPECT_FALSE(body.contains("files")) << path;
+    if (download) {
+      EXPECT_NE(body["error"].get<std::string>().find("colour: unknown option"), std::string::npos) << body.dump();
+    } else {
+      EXPECT_FALSE(body.contains("error")) << body.dump();
+      EXPECT_NE(body["problems"][0]["message"].get<std::string>().find("unknown option"), std::string::npos);
+    }
   }
 }
 
-TEST(UiApi, BadValuesAre400WithTheGeneratorsMessages) {
+TEST(UiApi, BadValuesAreProblemsWithTheGeneratorsMessages) {
   const json options = {{"template", first_template()}, {"backend", "mpi"}, {"batch_size", 0}, {"lr", "fast"}};
   const auto r = post("/api/render", options);
-  ASSERT_EQ(r.status, 400);
+  ASSERT_EQ(r.status, 200);
   const json body = body_json(r);
   EXPECT_EQ(body["problems"], problems_of(gen::validate(options)));
   std::set<std::string> keys;
   for (const auto& p : body["problems"]) keys.insert(p["option"]);
   EXPECT_EQ(keys, (std::set<std::string>{"backend", "batch_size", "lr"}));
-  EXPECT_NE(body["error"].get<std::string>().find("3 problems"), std::string::npos);
+  json expected_forced = json::array();
+  for (const auto& p : gen::validate(options).forced)
+    expected_forced.push_back({{"option", p.option}, {"message", p.message}});
+  EXPECT_EQ(body["forced"], expected_forced);
+  const auto zip = post("/api/zip", options);
+  ASSERT_EQ(zip.status, 400);
+  EXPECT_NE(body_json(zip)["error"].get<std::string>().find("3 problems"), std::string::npos);
+  EXPECT_EQ(body_json(zip)["problems"], body["problems"]);
 }
 
-TEST(UiApi, NullOrAWrongJsonTypeIs400NamingTheField) {
+TEST(UiApi, NullOrAWrongJsonTypeIsAProblemNamingTheField) {
   struct Case {
     const char* body;
     const char* option;
@@ -149,7 +202,7 @@ TEST(UiApi, NullOrAWrongJsonTypeIs400NamingTheField) {
         Case{R"({"lr": [1]})", "lr", "expects a number, got [1]"},
         Case{R"({"deterministic": {}})", "deterministic", "expects true or false"}}) {
     const auto r = post("/api/render", std::string(c.body));
-    ASSERT_EQ(r.status, 400) << c.body;
+    ASSERT_EQ(r.status, 200) << c.body;
     const json body = body_json(r);
     ASSERT_EQ(body["problems"].size(), 1u) << body.dump();
     EXPECT_EQ(body["problems"][0]["option"], c.option) << c.body;
@@ -162,7 +215,7 @@ TEST(UiApi, OutOfRangeSeedIsReportedWithTheValueGiven) {
   for (const std::string given :
        {"18446744073709551615", "100000000000000000000", "4294967296", "\"99999999999999999999\""}) {
     const auto r = post("/api/render", R"({"seed": )" + given + "}");
-    ASSERT_EQ(r.status, 400) << given;
+    ASSERT_EQ(r.status, 200) << given;
     const json body = body_json(r);
     ASSERT_EQ(body["problems"].size(), 1u) << body.dump();
     const std::string message = body["problems"][0]["message"];
@@ -191,15 +244,20 @@ TEST(UiApi, DeeplyNestedBodyIs400NotAStackOverflow) {
   EXPECT_NE(body_json(r)["error"].get<std::string>().find("nested deeper than 16 levels"), std::string::npos) << r.body;
 }
 
-TEST(UiApi, ImpossibleCombinationIs400OnTheFieldThatWasSet) {
+TEST(UiApi, ImpossibleCombinationIsAnswered200WithTheProblemOnTheFieldThatWasSet) {
   // The user asked for launch, xla-tpu needs spawn: an error on `distributed`, not a silent change.
   const json options = {{"template", first_template()}, {"backend", "xla-tpu"}, {"distributed", "launch"}};
-  const auto r = post("/api/render", options);
-  ASSERT_EQ(r.status, 400);
-  const json body = body_json(r);
-  EXPECT_EQ(body["problems"], problems_of(gen::validate(options)));
-  ASSERT_FALSE(body["problems"].empty());
-  EXPECT_EQ(body["problems"][0]["option"], "distributed");
+  for (const char* path : {"/api/validate", "/api/render"}) {
+    const auto r = post(path, options);
+    ASSERT_EQ(r.status, 200) << path;
+    const json body = body_json(r);
+    EXPECT_EQ(body["problems"], problems_of(gen::validate(options)));
+    ASSERT_FALSE(body["problems"].empty());
+    EXPECT_EQ(body["problems"][0]["option"], "distributed");
+    EXPECT_EQ(body["options"], gen::validate(options).options);
+    EXPECT_FALSE(body.contains("files")) << path;
+  }
+  EXPECT_EQ(post("/api/notebook", options).status, 400);
 }
 
 TEST(UiApi, MalformedBodiesAre400) {
@@ -265,14 +323,14 @@ TEST(UiApi, NotebookForXlaTpuHasTheTpuAccelerator) {
   const json nb = json::parse(r.body);
   EXPECT_EQ(nb["nbformat"], 4);
   EXPECT_EQ(nb["metadata"]["accelerator"], "TPU");
-  EXPECT_EQ(r.body, gen::notebook(gen::render(options), gen::validate(options).options));
+  EXPECT_EQ(r.body, gen::notebook(gen::render(options), options));
   // On CPU the notebook names no accelerator.
   const auto cpu = post("/api/notebook", json{{"template", first_template()}, {"accelerator", "cpu"}});
   ASSERT_EQ(cpu.status, 200);
   EXPECT_FALSE(json::parse(cpu.body)["metadata"].contains("accelerator"));
 }
 
-TEST(UiApi, LoggersAsTextFromThePageAnswerAsAListAndAnUnknownOneIs400NamingIt) {
+TEST(UiApi, LoggersAsTextFromThePageAnswerAsAListAndAnUnknownOneIsAProblemNamingIt) {
   // The page sends the ticked boxes as "csv,tensorboard" (or "none"); the answer's options hold the list.
   const json options = {{"template", "minimal"}, {"logger", "csv,tensorboard"}, {"profiler", "simple"}};
   const auto r = post("/api/render", options);
@@ -290,7 +348,7 @@ TEST(UiApi, LoggersAsTextFromThePageAnswerAsAListAndAnUnknownOneIs400NamingIt) {
 
   const json bad = {{"template", "minimal"}, {"logger", "csv,wandb"}, {"profiler", "fast"}};
   const auto refused = post("/api/render", bad);
-  ASSERT_EQ(refused.status, 400);
+  ASSERT_EQ(refused.status, 200);
   const json problems = body_json(refused)["problems"];
   EXPECT_EQ(problems, problems_of(gen::validate(bad)));
   ASSERT_EQ(problems.size(), 2u);
@@ -300,4 +358,30 @@ TEST(UiApi, LoggersAsTextFromThePageAnswerAsAListAndAnUnknownOneIs400NamingIt) {
   EXPECT_EQ(problems[1]["option"], "profiler");
   EXPECT_NE(problems[1]["message"].get<std::string>().find("'fast' is not one of: none, simple, advanced, pytorch"),
             std::string::npos);
+}
+
+TEST(UiApi, NotebookRecordsThePagesCommandWithoutTheForcedValues) {
+  // xla-tpu forces accelerator, distributed and nproc_per_node: the page's command leaves them out (they follow
+  // from --backend), and the notebook must record that same command, as `volt new --notebook` does.
+  for (const json& options : {json{{"template", first_template()}, {"name", "tpu"}, {"backend", "xla-tpu"}},
+                              json{{"template", "minimal"}, {"backend", "nccl"}, {"distributed", "spawn"}},
+                              json{{"template", "gan"}, {"max_epochs", 4}}}) {
+    const auto page = post("/api/render", options);
+    ASSERT_EQ(page.status, 200) << page.body;
+    const std::string command = body_json(page)["command"];
+    EXPECT_EQ(command, gen::command_line(options));
+    const auto r = post("/api/notebook", options);
+    ASSERT_EQ(r.status, 200) << r.body;
+    const json nb = json::parse(r.body);
+    EXPECT_EQ(nb["metadata"]["volt"]["command"], command) << options.dump();
+    std::string intro;
+    for (const auto& line : nb["cells"][0]["source"]) intro += line.get<std::string>();
+    EXPECT_NE(intro.find("    " + command + "\n"), std::string::npos) << intro;
+    // The zip's README records the same command.
+    EXPECT_NE(body_json(page)["files"]["README.md"].get<std::string>().find(command), std::string::npos);
+  }
+  const auto tpu = post("/api/notebook", json{{"template", first_template()}, {"backend", "xla-tpu"}});
+  const std::string recorded = json::parse(tpu.body)["metadata"]["volt"]["command"];
+  EXPECT_EQ(recorded.find("--distributed"), std::string::npos) << recorded;
+  EXPECT_EQ(recorded.find("--nproc-per-node"), std::string::npos) << recorded;
 }

@@ -104,10 +104,15 @@ TEST(UiServer, RendersOverHttp) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
   EXPECT_FALSE(json::parse(r->body)["files"].empty());
+  // Refused options: the generator's answer (200, problems) from render, a 400 from a download.
   const auto bad = c.Post("/api/render", R"({"colour": 1})", "application/json");
   ASSERT_TRUE(bad);
-  EXPECT_EQ(bad->status, 400);
+  EXPECT_EQ(bad->status, 200);
   EXPECT_EQ(json::parse(bad->body)["problems"][0]["option"], "colour");
+  const auto bad_zip = c.Post("/api/zip", R"({"colour": 1})", "application/json");
+  ASSERT_TRUE(bad_zip);
+  EXPECT_EQ(bad_zip->status, 400);
+  EXPECT_EQ(json::parse(bad_zip->body)["problems"][0]["option"], "colour");
 }
 
 TEST(UiServer, BodyOverTheLimitIs400WithAMessage) {

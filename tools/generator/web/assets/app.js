@@ -23,7 +23,7 @@
   let schema = [];           // option_schema()
   let specs = {};            // key -> schema entry
   let choices = {};          // what the user set (sent to the server)
-  let lastGood = null;       // last 200 answer of /api/render
+  let lastGood = null;       // last answer of /api/render without problems
   let view = { tab: null, file: null };
   let pending = null;        // debounce timer
   let generation = 0;        // answers of older requests are dropped
@@ -62,12 +62,15 @@
     });
     return res;
   }
+  // Refused options are an answer of 200 with `problems` (not an HTTP error); other statuses are failures.
   async function renderJson(options) {
     const res = await post('render', options);
     let body = null;
     try { body = await res.json(); } catch (e) { body = { error: 'the server answered ' + res.status }; }
     return { status: res.status, body };
   }
+  const problemsOf = (answer) => answer.body.problems || [];
+  const isGood = (answer) => answer.status === 200 && problemsOf(answer).length === 0 && !!answer.body.files;
 
   // Asks for the files of the current choices. When the latest change conflicts with an earlier choice, the
   // latest wins: earlier choices the generator rejects are left out (the generator then picks or forces them),
@@ -76,15 +79,15 @@
     const mine = ++generation;
     let request = { ...choices };
     let answer = await renderJson(request);
-    if (answer.status === 400 && answer.body.problems && changedKey) {
-      const conflicting = [...new Set(answer.body.problems.map((p) => p.option))]
+    if (answer.status === 200 && problemsOf(answer).length && changedKey) {
+      const conflicting = [...new Set(problemsOf(answer).map((p) => p.option))]
         .filter((k) => k !== changedKey && k in request);
       if (conflicting.length) {
         const retry = { ...request };
         for (const k of conflicting) delete retry[k];
         const second = await renderJson(retry);
-        const still = (second.body.problems || []).some((p) => conflicting.includes(p.option));
-        if (!still) { request = retry; answer = second; }
+        const still = problemsOf(second).some((p) => conflicting.includes(p.option));
+        if (second.status === 200 && !still) { request = retry; answer = second; }
       }
     }
     if (mine !== generation) return;
@@ -237,12 +240,14 @@
     // Problems that belong to no field of the form (an unknown key from a hand-edited link, the template).
     const fieldKeys = new Set([...document.querySelectorAll('.field')].map((r) => r.dataset.key));
     const loose = (body.problems || []).filter((p) => !fieldKeys.has(p.option)).map((p) => p.option + ': ' + p.message);
-    if (!body.problems && answer.status !== 200) loose.push(body.error || 'the server answered ' + answer.status);
+    if (answer.status !== 200 && !(body.problems && body.problems.length)) {
+      loose.push(body.error || 'the server answered ' + answer.status);
+    }
     const banner = $('#banner');
     banner.hidden = loose.length === 0;
     banner.textContent = loose.join('\n');
 
-    const ok = answer.status === 200;
+    const ok = isGood(answer);
     for (const b of ['#download-zip', '#download-notebook', '#copy-command']) $(b).disabled = !ok;
     if (ok) {
       lastGood = body;

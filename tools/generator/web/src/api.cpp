@@ -44,6 +44,7 @@ std::string content_type_for(const std::string& file) {
   if (ends(".html")) return "text/html; charset=utf-8";
   if (ends(".js")) return "text/javascript; charset=utf-8";
   if (ends(".css")) return "text/css; charset=utf-8";
+  if (ends(".svg")) return "image/svg+xml";
   return "application/octet-stream";
 }
 
@@ -76,6 +77,26 @@ Response serve_asset(const std::string& file) {
   r.content_type = content_type_for(file);
   r.body = it->second;
   r.headers.emplace_back("Content-Security-Policy", kContentSecurityPolicy);
+  r.headers.emplace_back("Cache-Control", "no-cache");
+  return r;
+}
+
+// Volt's documentation the page links to, as plain text (Markdown reads as it is; a browser shows text/plain
+// instead of downloading it).
+Response serve_doc(const std::string& file) {
+  const auto& docs = detail::embedded_docs();
+  const auto it = docs.find(file);
+  if (it == docs.end()) {
+    std::string known;
+    for (const auto& [name, text] : docs) known += (known.empty() ? "" : ", ") + ("/docs/" + name);
+    return error_response(404, "no document '" + file + "' in volt ui; it serves " + known +
+                                   " (the rest of docs/ is in the Volt sources)");
+  }
+  Response r;
+  r.content_type = "text/plain; charset=utf-8";
+  r.body = it->second;
+  r.headers.emplace_back("Content-Security-Policy", kContentSecurityPolicy);
+  r.headers.emplace_back("X-Content-Type-Options", "nosniff");
   r.headers.emplace_back("Cache-Control", "no-cache");
   return r;
 }
@@ -131,19 +152,26 @@ Parsed parse_options(const Request& request) {
   return out;
 }
 
-Response problems_response(const Validation& v) {
-  std::string message = v.errors.size() == 1 ? "1 problem with the options:"
-                                             : std::to_string(v.errors.size()) + " problems with the options:";
-  for (const auto& p : v.errors) message += "\n" + p.option + ": " + p.message;
-  return json_response(400, {{"error", message},
-                             {"problems", problems_json(v.errors)},
-                             {"forced", problems_json(v.forced)},
-                             {"options", v.options}});
+// Options the generator refuses (an unknown key, a bad value, an impossible combination). /api/validate and
+// /api/render answer them with 200: the request was understood and the answer is the generator's judgement,
+// which the page shows next to the fields (a 4xx would be a console error for every refused choice). The
+// downloads cannot make a file of them and answer 400.
+Response problems_response(int status, const Validation& v) {
+  json body = {{"problems", problems_json(v.errors)}, {"forced", problems_json(v.forced)}, {"options", v.options}};
+  if (status != 200) {
+    std::string message = v.errors.size() == 1 ? "1 problem with the options:"
+                                               : std::to_string(v.errors.size()) + " problems with the options:";
+    for (const auto& p : v.errors) message += "\n" + p.option + ": " + p.message;
+    body["error"] = message;
+  }
+  return json_response(status, body);
 }
 
 Response api_post(const std::string& endpoint, const json& options) {
+  const bool download = endpoint == "zip" || endpoint == "notebook";
+  const int refused = download ? 400 : 200;
   const Validation v = validate(options);
-  if (!v.errors.empty()) return problems_response(v);
+  if (!v.errors.empty()) return problems_response(refused, v);
   if (endpoint == "validate") {
     return json_response(200,
                          {{"options", v.options}, {"problems", json::array()}, {"forced", problems_json(v.forced)}});
@@ -155,6 +183,7 @@ Response api_post(const std::string& endpoint, const json& options) {
                                  {"files", project.files},
                                  {"command", command_line(options)},
                                  {"options", v.options},
+                                 {"problems", json::array()},
                                  {"forced", problems_json(v.forced)}});
     }
     Response r;
@@ -165,7 +194,9 @@ Response api_post(const std::string& endpoint, const json& options) {
                              "attachment; filename=\"" + download_name(project.name, ".zip") + "\"");
     } else {
       r.content_type = "application/x-ipynb+json";
-      r.body = notebook(project, v.options);
+      // The options as sent, as `volt new --notebook` passes them: the notebook's recorded command is then the
+      // page's and the CLI's, without the values the generator forced (those follow from the others).
+      r.body = notebook(project, options);
       r.headers.emplace_back("Content-Disposition",
                              "attachment; filename=\"" + download_name(project.name, ".ipynb") + "\"");
     }
@@ -175,7 +206,7 @@ Response api_post(const std::string& endpoint, const json& options) {
     again.options = v.options;
     again.errors = e.problems();
     again.forced = v.forced;
-    return problems_response(again);
+    return problems_response(refused, again);
   }
 }
 
@@ -196,6 +227,9 @@ Response handle(const Request& request) {
     };
     if (path == "/" || path == "/index.html") return get ? serve_asset("index.html") : wrong_method("GET");
     if (path.rfind("/assets/", 0) == 0) return get ? serve_asset(path.substr(8)) : wrong_method("GET");
+    // Browsers ask for /favicon.ico whatever the page's <link rel="icon"> says (an image opened on its own).
+    if (path == "/favicon.ico") return get ? serve_asset("favicon.svg") : wrong_method("GET");
+    if (path.rfind("/docs/", 0) == 0) return get ? serve_doc(path.substr(6)) : wrong_method("GET");
     if (path == "/api/schema") {
       if (!get) return wrong_method("GET");
       return json_response(200, {{"version", version()}, {"options", option_schema()}, {"templates", templates()}});
