@@ -5,7 +5,7 @@
 // also writes the README's screenshot there.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -31,6 +31,8 @@ let baseUrl;
 let context;       // browser context with a fresh --user-data-dir
 let page;
 const foreignRequests = [];
+const consoleErrors = [];   // console errors and uncaught exceptions of every page, for the whole run
+const failedRequests = [];  // requests that failed or were answered with a status of 400 or more
 const downloadsDir = fs.mkdtempSync(path.join(os.tmpdir(), 'volt-ui-downloads-'));
 
 // Starts `volt ui --port 0 --open` in an empty directory, with an xdg-open that only records the URL.
@@ -72,6 +74,10 @@ before(async () => {
       foreignRequests.push(r.url());
     }
   });
+  context.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(`${m.page()?.url()}: ${m.text()}`); });
+  context.on('weberror', (e) => consoleErrors.push(`uncaught: ${e.error().message}`));
+  context.on('requestfailed', (r) => failedRequests.push(`${r.url()}: ${r.failure()?.errorText}`));
+  context.on('response', (r) => { if (r.status() >= 400) failedRequests.push(`${r.url()}: ${r.status()}`); });
   page = context.pages()[0] || await context.newPage();
 });
 
@@ -96,6 +102,20 @@ async function fieldState(p, key) {
 async function apiTemplates() {
   const res = await fetch(baseUrl + 'api/schema');
   return (await res.json()).templates;
+}
+
+// Runs a `volt new` command line as shown on the page (with `extra` arguments) through a shell, with `volt` being
+// the binary under test, in a fresh directory; returns that directory.
+function runCommand(command, extra) {
+  assert.match(command, /^volt new /);
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'volt-ui-cli-'));
+  const bin = fs.mkdtempSync(path.join(os.tmpdir(), 'volt-ui-cli-bin-'));
+  fs.symlinkSync(path.resolve(kVolt), path.join(bin, 'volt'));
+  const r = spawnSync('sh', ['-c', command + ' ' + extra.join(' ')], {
+    cwd: dir, env: { ...process.env, PATH: bin + ':' + process.env.PATH }, encoding: 'utf8',
+  });
+  assert.equal(r.status, 0, `${command}: ${r.stdout}${r.stderr}`);
+  return dir;
 }
 
 // The names of a zip's entries and a reader of one entry, from its central directory.
@@ -181,17 +201,32 @@ test('the preview follows the options as they are typed', async () => {
   assert.match(await page.textContent('#preview code'), /batch_size: 32\b/);
 });
 
-test('backend appears with distributed on; xla-tpu forces spawn and 8 processes, disabled with a reason', async () => {
+test('the Backend field is visible from the default state; xla-tpu forces spawn and 8 processes with reasons', async () => {
+  // A fresh page in its default state: distributed off, and the backend can still be picked.
+  const fresh = await context.newPage();
+  await fresh.goto(baseUrl + '#tab=Training');
+  await settled(fresh);
+  assert.equal((await fieldState(fresh, 'distributed')).value, 'off');
+  assert.equal(await fresh.isVisible('#opt-backend'), true, 'backend shown while distributed is off');
+  assert.deepEqual(await fresh.$$eval('#opt-backend option', (o) => o.map((x) => x.value)), ['gloo', 'nccl', 'xla-tpu']);
+  await fresh.selectOption('#opt-backend', 'xla-tpu');
+  await settled(fresh);
+  assert.deepEqual(await fieldState(fresh, 'distributed'), { value: 'spawn', disabled: true, hidden: false,
+    hint: 'forced by backend=xla-tpu: XLA starts one process per TPU chip itself; allowed: distributed spawn', error: '' });
+  assert.equal((await fieldState(fresh, 'nproc_per_node')).value, '8');
+  // The chip count follows the host size.
+  assert.equal(await fresh.isVisible('#opt-tpu_chips_per_host'), true);
+  await fresh.fill('#opt-tpu_chips_per_host', '4');
+  await settled(fresh);
+  assert.equal((await fieldState(fresh, 'nproc_per_node')).value, '4');
+  assert.match((await fieldState(fresh, 'nproc_per_node')).hint, /tpu_chips_per_host=4/);
+  await fresh.close();
+
   await page.click('#tab-Training');
   assert.equal(await page.isVisible('#opt-max_epochs'), true);
   assert.equal(await page.isVisible('#opt-save_last'), false, 'one tab at a time');
   assert.match(page.url(), /#tab=Training/);
-  assert.equal((await fieldState(page, 'backend')).hidden, true, 'no backend while distributed is off');
-  await page.selectOption('#opt-distributed', 'launch');
-  await settled();
-  const backend = await fieldState(page, 'backend');
-  assert.equal(backend.hidden, false);
-  assert.deepEqual(await page.$$eval('#opt-backend option', (o) => o.map((x) => x.value)), ['gloo', 'nccl', 'xla-tpu']);
+  assert.equal((await fieldState(page, 'backend')).hidden, false);
   await page.selectOption('#opt-backend', 'xla-tpu');
   await settled();
   const distributed = await fieldState(page, 'distributed');
@@ -213,9 +248,58 @@ test('backend appears with distributed on; xla-tpu forces spawn and 8 processes,
   assert.match(config, /tpu/);
 });
 
-test('an impossible combination shows the generator message next to its field', async () => {
+test('going back from xla-tpu restores the distributed choice and process count the user had made', async () => {
+  const other = await context.newPage();
+  await other.goto(baseUrl + '?template=minimal#tab=Training');
+  await settled(other);
+  await other.selectOption('#opt-distributed', 'launch');
+  await settled(other);
+  await other.fill('#opt-nproc_per_node', '2');
+  await settled(other);
+  await other.selectOption('#opt-accelerator', 'cpu');
+  await settled(other);
+  await other.selectOption('#opt-backend', 'xla-tpu');
+  await settled(other);
+  assert.equal((await fieldState(other, 'distributed')).value, 'spawn');
+  assert.equal((await fieldState(other, 'nproc_per_node')).value, '8');
+  assert.equal((await fieldState(other, 'accelerator')).value, 'tpu');
+  assert.equal((await fieldState(other, 'distributed')).error, '', 'the latest choice wins');
+  assert.equal(new URL(other.url()).searchParams.get('distributed'), null);
+  // Other changes while xla-tpu holds keep the earlier choices aside.
+  await other.fill('#opt-max_epochs', '5');
+  await settled(other);
+  assert.equal((await fieldState(other, 'distributed')).value, 'spawn');
+  await other.selectOption('#opt-backend', 'gloo');
+  await settled(other);
+  assert.deepEqual(await fieldState(other, 'distributed'), { value: 'launch', disabled: false, hidden: false,
+                                                             hint: '', error: '' });
+  assert.deepEqual(await fieldState(other, 'nproc_per_node'), { value: '2', disabled: false, hidden: false,
+                                                                hint: '', error: '' });
+  assert.equal((await fieldState(other, 'accelerator')).value, 'cpu');
+  const q = new URL(other.url()).searchParams;
+  assert.equal(q.get('distributed'), 'launch');
+  assert.equal(q.get('nproc_per_node'), '2');
+  assert.equal(q.get('max_epochs'), '5');
+  assert.match(await other.textContent('#command'), /--accelerator cpu --distributed launch --nproc-per-node 2/);
+  // From the default state, back from xla-tpu is the default again (distributed off, one process).
+  await other.goto(baseUrl + '?template=minimal#tab=Training');
+  await settled(other);
+  await other.selectOption('#opt-backend', 'xla-tpu');
+  await settled(other);
+  await other.selectOption('#opt-backend', 'gloo');
+  await settled(other);
+  assert.equal((await fieldState(other, 'distributed')).value, 'off');
+  assert.equal((await fieldState(other, 'nproc_per_node')).hidden, true);
+  await other.close();
+});
+
+test('an impossible combination shows the generator message next to its field, without a console error', async () => {
+  const errorsBefore = consoleErrors.length;
+  const failedBefore = failedRequests.length;
   await page.selectOption('#opt-precision', '16-mixed');
   await settled();
+  assert.deepEqual(consoleErrors.slice(errorsBefore), [], 'a refused choice is an answer, not an HTTP error');
+  assert.deepEqual(failedRequests.slice(failedBefore), []);
   const precision = await fieldState(page, 'precision');
   assert.match(precision.error, /16-mixed is impossible with backend=xla-tpu/);
   assert.equal(await page.getAttribute('#opt-precision', 'aria-invalid'), 'true');
@@ -232,10 +316,18 @@ test('downloads a Colab notebook whose accelerator is TPU', async () => {
   assert.match(download.suggestedFilename(), /\.ipynb$/);
   const file = path.join(downloadsDir, download.suggestedFilename());
   await download.saveAs(file);
-  const nb = JSON.parse(fs.readFileSync(file, 'utf8'));
+  const text = fs.readFileSync(file, 'utf8');
+  const nb = JSON.parse(text);
   assert.equal(nb.nbformat, 4);
   assert.equal(nb.metadata.accelerator, 'TPU');
   assert.match(JSON.stringify(nb.cells), /xla|tpu|TPU/);
+  // The notebook records exactly the page's command (no forced values added), and that command run in a shell
+  // writes the same notebook, byte for byte.
+  const command = await page.textContent('#command');
+  assert.equal(nb.metadata.volt.command, command);
+  assert.ok(nb.cells[0].source.join('').includes('\n    ' + command + '\n'), 'the first cell shows the command');
+  const cli = runCommand(command, ['--no-write', '--notebook', 'cli.ipynb']);
+  assert.equal(fs.readFileSync(path.join(cli, 'cli.ipynb'), 'utf8'), text);
 });
 
 test('downloads a zip holding every previewed file', async () => {
@@ -254,6 +346,9 @@ test('downloads a zip holding every previewed file', async () => {
   const previewed = await page.$eval('#preview code', (c) => [...c.childNodes].map((n) =>
     n.nodeType === 1 && n.classList.contains('ln') ? '' : n.textContent).join(''));
   assert.equal(config, previewed, 'the zip holds the previewed config.yaml');
+  // The zip's README records the page's command.
+  const readme = entries[`${name}/README.md`]();
+  assert.ok(readme.includes('    ' + (await page.textContent('#command')) + '\n'), 'the README shows the command');
 });
 
 test('copies the equivalent volt new command', async () => {
@@ -371,6 +466,42 @@ test('a hand-edited link with an unknown logger or profiler shows the messages u
   await other.close();
 });
 
+// The text of the preview without its line numbers.
+async function previewText(p) {
+  return p.$eval('#preview code', (c) => [...c.childNodes].map((n) =>
+    n.nodeType === 1 && n.classList.contains('ln') ? '' : n.textContent).join(''));
+}
+async function renderApi(options) {
+  return (await fetch(baseUrl + 'api/render', {
+    method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(options),
+  })).json();
+}
+
+test('the page has a favicon and links to the docs, which volt ui serves itself', async () => {
+  const other = await context.newPage();
+  await other.goto(baseUrl);
+  await settled(other);
+  const icon = await other.evaluate(async () => {
+    const r = await fetch(document.querySelector('link[rel="icon"]').href);
+    return { status: r.status, type: r.headers.get('Content-Type'), url: r.url };
+  });
+  assert.deepEqual(icon, { status: 200, type: 'image/svg+xml', url: baseUrl + 'assets/favicon.svg' });
+  assert.equal((await fetch(baseUrl + 'favicon.ico')).status, 200);
+  const links = await other.$$eval('#help a', (as) => as.map((a) => ({ text: a.textContent, href: a.href })));
+  assert.deepEqual(links.map((l) => l.href), [baseUrl + 'docs/generator.md', baseUrl + 'docs/ui.md']);
+  assert.match(links[0].text, /docs\/generator\.md/);
+  assert.match(links[1].text, /docs\/ui\.md/);
+  const [popup] = await Promise.all([context.waitForEvent('page'), other.click('#help a[href="/docs/generator.md"]')]);
+  await popup.waitForLoadState();
+  assert.equal(popup.url(), baseUrl + 'docs/generator.md');
+  const source = fs.readFileSync(new URL('../../../docs/generator.md', import.meta.url), 'utf8');
+  assert.equal(await (await fetch(popup.url())).text(), source);
+  const shown = await popup.evaluate(() => document.body.innerText);
+  assert.ok(shown.startsWith(source.split('\n')[0]), 'the browser shows the text: ' + shown.slice(0, 80));
+  await popup.close();
+  await other.close();
+});
+
 test('a screenshot of the page is saved as a test artifact', async () => {
   const shot = path.join(kArtifacts, 'ui.png');
   await page.evaluate(() => window.scrollTo(0, 0));
@@ -381,6 +512,10 @@ test('a screenshot of the page is saved as a test artifact', async () => {
 
 test('the page loaded nothing from elsewhere and the server wrote nothing', async () => {
   assert.deepEqual(foreignRequests, []);
+  // Normal use, refused combinations and hand-edited links included: no console error, no failed request
+  // (no 404 for a favicon, no 400 for a refused choice).
+  assert.deepEqual(consoleErrors, []);
+  assert.deepEqual(failedRequests, []);
   assert.deepEqual(fs.readdirSync(serverCwd), []);
 });
 

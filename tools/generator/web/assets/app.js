@@ -14,8 +14,9 @@
     return e;
   };
 
-  // Fields that only matter when processes are started together; hidden while distributed is off.
-  const kDistributedOnly = ['backend', 'nproc_per_node', 'nnodes', 'node_rank', 'master_addr', 'master_port',
+  // Fields that only matter when processes are started together; hidden while distributed is off. The backend
+  // is always shown: xla-tpu can be picked directly (it forces spawn).
+  const kDistributedOnly = ['nproc_per_node', 'nnodes', 'node_rank', 'master_addr', 'master_port',
                             'tpu_chips_per_host'];
   // Fields that only matter for one backend.
   const kBackendOnly = { tpu_chips_per_host: 'xla-tpu' };
@@ -23,6 +24,7 @@
   let schema = [];           // option_schema()
   let specs = {};            // key -> schema entry
   let choices = {};          // what the user set (sent to the server)
+  let displaced = {};        // choices a later one overrode (distributed launch, then backend xla-tpu): offered again
   let lastGood = null;       // last answer of /api/render without problems
   let view = { tab: null, file: null };
   let pending = null;        // debounce timer
@@ -74,10 +76,15 @@
 
   // Asks for the files of the current choices. When the latest change conflicts with an earlier choice, the
   // latest wins: earlier choices the generator rejects are left out (the generator then picks or forces them),
-  // but only when that makes the problem go away.
+  // but only when that makes the problem go away. A choice left out because the generator forces another value
+  // (distributed launch under backend xla-tpu) is kept aside and offered again with each change: it comes back
+  // as soon as it fits again (backend back to gloo), instead of falling to its default.
   async function refresh(changedKey) {
     const mine = ++generation;
+    const offered = Object.keys(displaced).filter((k) => !(k in choices) && k !== changedKey);
     let request = { ...choices };
+    for (const k of offered) request[k] = displaced[k];
+    const nextDisplaced = { ...displaced };
     let answer = await renderJson(request);
     if (answer.status === 200 && problemsOf(answer).length && changedKey) {
       const conflicting = [...new Set(problemsOf(answer).map((p) => p.option))]
@@ -87,10 +94,20 @@
         for (const k of conflicting) delete retry[k];
         const second = await renderJson(retry);
         const still = problemsOf(second).some((p) => conflicting.includes(p.option));
-        if (second.status === 200 && !still) { request = retry; answer = second; }
+        if (second.status === 200 && !still) {
+          const forcedNow = new Set((second.body.forced || []).map((f) => f.option));
+          for (const k of conflicting) {
+            if (forcedNow.has(k)) nextDisplaced[k] = request[k]; else delete nextDisplaced[k];
+          }
+          request = retry;
+          answer = second;
+        }
       }
     }
     if (mine !== generation) return;
+    // An offered choice that was accepted, or one the user set again, is no longer aside.
+    for (const k of Object.keys(nextDisplaced)) if (k in request) delete nextDisplaced[k];
+    displaced = nextDisplaced;
     choices = request;
     writeUrl();
     show(answer);
@@ -214,7 +231,8 @@
   // One field: the generator's value; a value the generator rejected stays as typed, so that it can be corrected.
   function showField(row, key, options, error, isForced) {
     const input = row.querySelector('input, select');
-    if (!error && key in options && document.activeElement !== input) {
+    // A field being typed in keeps its text, unless the generator now forces it (it is disabled then).
+    if (!error && key in options && (document.activeElement !== input || isForced)) {
       if (input.type === 'checkbox') input.checked = !!options[key]; else input.value = String(options[key]);
     } else if (error && key in choices && document.activeElement !== input && input.type !== 'checkbox') {
       input.value = String(choices[key]);
