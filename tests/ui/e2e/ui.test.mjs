@@ -477,6 +477,151 @@ async function renderApi(options) {
   })).json();
 }
 
+test('the copy button of every file puts its exact text on the clipboard', async () => {
+  await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: baseUrl.slice(0, -1) });
+  const other = await context.newPage();
+  await other.goto(baseUrl + '?template=image-classification&sbatch=true&logger=csv,tensorboard');
+  await settled(other);
+  const expected = await renderApi({ template: 'image-classification', sbatch: true, logger: 'csv,tensorboard' });
+  const paths = await other.$$eval('#tree button[data-path]', (bs) => bs.map((b) => b.dataset.path));
+  assert.deepEqual([...paths].sort(), Object.keys(expected.files).sort());
+  for (const p of paths) {
+    await other.click(`#tree button[data-path="${p}"]`);
+    await other.evaluate(() => navigator.clipboard.writeText('(not copied)'));
+    await other.evaluate(() => { document.querySelector('#copy-file-status').textContent = ''; });
+    await other.click('#copy-file');
+    await other.waitForFunction(() => document.querySelector('#copy-file-status').textContent === 'copied');
+    const copied = await other.evaluate(() => navigator.clipboard.readText());
+    assert.equal(copied, expected.files[p], `${p}: the clipboard holds the file's text`);
+    assert.equal(await previewText(other), copied, `${p}: the previewed file`);
+  }
+  await other.close();
+});
+
+test('dark mode follows the system and a toggle, kept in the URL, overrides it', async () => {
+  const other = await context.newPage();
+  const colours = () => other.evaluate(() => {
+    const c = (sel) => { const s = getComputedStyle(document.querySelector(sel)); return [s.backgroundColor, s.color]; };
+    return { body: c('body'), preview: c('#preview'), button: document.querySelector('#theme-toggle').textContent };
+  });
+  await other.emulateMedia({ colorScheme: 'light' });
+  await other.goto(baseUrl + '?template=minimal');
+  await settled(other);
+  const light = await colours();
+  assert.deepEqual(light.body, ['rgb(255, 255, 255)', 'rgb(29, 35, 48)']);
+  assert.equal(light.button, 'Dark mode');
+  await other.emulateMedia({ colorScheme: 'dark' });
+  await other.waitForFunction(() => document.querySelector('#theme-toggle').textContent === 'Light mode');
+  const dark = await colours();
+  assert.notDeepEqual(dark.body, light.body, 'the system dark mode changes the page colours');
+  assert.notDeepEqual(dark.preview, light.preview);
+  assert.equal(dark.button, 'Light mode');
+  // Background dark, text light: the luminance of each, from rgb().
+  const luma = (rgb) => { const [r, g, b] = rgb.match(/\d+/g).map(Number); return 0.2126 * r + 0.7152 * g + 0.0722 * b; };
+  assert.ok(luma(dark.body[0]) < 60 && luma(dark.body[1]) > 180, JSON.stringify(dark));
+  // The toggle chooses light against the system, and the URL keeps it.
+  await other.click('#theme-toggle');
+  assert.deepEqual((await colours()).body, light.body);
+  assert.equal(new URLSearchParams(new URL(other.url()).hash.slice(1)).get('theme'), 'light');
+  await other.reload();
+  await settled(other);
+  assert.deepEqual((await colours()).body, light.body, 'the link restores the chosen theme');
+  await other.click('#theme-toggle');
+  assert.deepEqual((await colours()).body, dark.body);
+  assert.equal(new URLSearchParams(new URL(other.url()).hash.slice(1)).get('theme'), 'dark');
+  await other.emulateMedia({ colorScheme: 'light' });
+  assert.deepEqual((await colours()).body, dark.body, 'a chosen theme wins over the system');
+  // The options survive the toggles.
+  assert.equal(new URL(other.url()).searchParams.get('template'), 'minimal');
+  await other.screenshot({ path: path.join(kArtifacts, 'ui-dark.png') });
+  await other.close();
+});
+
+test('at 420 px wide the panes stack and no element overflows the viewport', async () => {
+  const other = await context.newPage();
+  await other.setViewportSize({ width: 420, height: 900 });
+  await other.goto(baseUrl + '?template=image-classification&backend=xla-tpu#file=README.md');
+  await settled(other);
+  // With a message under a field, and the last valid project's README in the preview.
+  await other.click('#tab-Training');
+  await other.selectOption('#opt-precision', '16-mixed');
+  await settled(other);
+  assert.match((await fieldState(other, 'precision')).error, /16-mixed is impossible/);
+  assert.equal(await other.textContent('#preview-path'), 'volt_project/README.md');
+  // Elements inside a scrolling box (the preview, the tree) are clipped by it: the box itself must fit.
+  const overflowing = () => other.evaluate(() => {
+    const width = document.documentElement.clientWidth;
+    const clipped = (e) => {
+      for (let a = e.parentElement; a && a !== document.body; a = a.parentElement) {
+        if (getComputedStyle(a).overflowX !== 'visible') return true;
+      }
+      return false;
+    };
+    const bad = [];
+    for (const e of document.querySelectorAll('body *')) {
+      const r = e.getBoundingClientRect();
+      if (r.width === 0 && r.height === 0) continue;
+      if ((r.right > width + 0.5 || r.left < -0.5) && !clipped(e)) {
+        bad.push(`${e.tagName.toLowerCase()}${e.id ? '#' + e.id : ''}.${e.className} [${r.left}, ${r.right}]`);
+      }
+    }
+    return { width, scrollWidth: document.documentElement.scrollWidth, bad: bad.slice(0, 10) };
+  });
+  const tabs = await other.$$eval('#tabs button', (bs) => bs.map((b) => b.id));
+  for (const tab of tabs) {
+    await other.click('#' + tab);
+    const o = await overflowing();
+    assert.equal(o.width, 420);
+    assert.deepEqual(o.bad, [], `${tab}: elements past the right edge`);
+    assert.ok(o.scrollWidth <= 420, `${tab}: the page scrolls sideways (${o.scrollWidth} px)`);
+  }
+  // Stacked: the files below the options, the preview below the tree, and the resize handles gone.
+  const box = async (sel) => other.$eval(sel, (e) => e.getBoundingClientRect().toJSON());
+  assert.ok((await box('#files')).top >= (await box('#settings')).bottom);
+  assert.ok((await box('#preview-pane')).top >= (await box('#tree')).bottom);
+  assert.equal(await other.isVisible('#resize-settings'), false);
+  assert.ok((await box('#preview')).width > 300, 'the preview takes the width');
+  await other.$eval('#files', (e) => e.scrollIntoView());
+  await other.screenshot({ path: path.join(kArtifacts, 'ui-420.png') });
+  await other.close();
+});
+
+test('the panes resize by dragging their handles (and by the arrow keys)', async () => {
+  const other = await context.newPage();
+  await other.goto(baseUrl + '?template=minimal');
+  await settled(other);
+  const width = (sel) => other.$eval(sel, (e) => e.getBoundingClientRect().width);
+  const drag = async (handle, dx) => {
+    const b = await other.$eval(handle, (e) => e.getBoundingClientRect().toJSON());
+    const x = b.left + b.width / 2;
+    const y = b.top + 200;
+    await other.mouse.move(x, y);
+    await other.mouse.down();
+    await other.mouse.move(x + dx / 2, y, { steps: 4 });
+    await other.mouse.move(x + dx, y, { steps: 4 });
+    await other.mouse.up();
+  };
+  for (const [handle, pane, dx] of [['#resize-settings', '#settings', 150], ['#resize-settings', '#settings', -100],
+                                    ['#resize-tree', '#tree', 120], ['#resize-tree', '#tree', -60]]) {
+    const before = await width(pane);
+    await drag(handle, dx);
+    const after = await width(pane);
+    assert.ok(Math.abs(after - before - dx) <= 2, `${handle} dragged by ${dx}: ${pane} went from ${before} to ${after}`);
+  }
+  // The files pane gives way: its width changed by the settings' change.
+  const files = await width('#files');
+  await drag('#resize-settings', 50);
+  assert.ok(Math.abs(await width('#files') - (files - 50)) <= 2);
+  const tree = await width('#tree');
+  await other.focus('#resize-tree');
+  await other.keyboard.press('ArrowLeft');
+  assert.ok(Math.abs(await width('#tree') - (tree - 16)) <= 1);
+  // A drag past the edge stops at the limit instead of hiding a pane.
+  await drag('#resize-tree', -2000);
+  assert.ok(await width('#tree') >= 99);
+  await other.close();
+});
+
 test('the page has a favicon and links to the docs, which volt ui serves itself', async () => {
   const other = await context.newPage();
   await other.goto(baseUrl);
@@ -499,6 +644,33 @@ test('the page has a favicon and links to the docs, which volt ui serves itself'
   const shown = await popup.evaluate(() => document.body.innerText);
   assert.ok(shown.startsWith(source.split('\n')[0]), 'the browser shows the text: ' + shown.slice(0, 80));
   await popup.close();
+  await other.close();
+});
+
+test('long lines in the preview wrap with a toggle kept in the URL', async () => {
+  const other = await context.newPage();
+  await other.setViewportSize({ width: 1100, height: 800 });
+  const expected = await renderApi({ template: 'image-classification' });
+  const longest = Object.keys(expected.files).sort((a, b) =>
+    Math.max(...expected.files[b].split('\n').map((l) => l.length)) -
+    Math.max(...expected.files[a].split('\n').map((l) => l.length)))[0];
+  await other.goto(baseUrl + '?template=image-classification#file=' + encodeURIComponent(longest));
+  await settled(other);
+  const scroll = () => other.$eval('#preview', (e) => ({ scroll: e.scrollWidth, client: e.clientWidth }));
+  const unwrapped = await scroll();
+  assert.ok(unwrapped.scroll > unwrapped.client + 50, `${longest} has lines wider than the preview: ` +
+            JSON.stringify(unwrapped));
+  await other.check('#wrap-lines');
+  const wrapped = await scroll();
+  assert.ok(wrapped.scroll <= wrapped.client, 'wrapped: ' + JSON.stringify(wrapped));
+  assert.equal(await previewText(other), expected.files[longest], 'wrapping changes only the look');
+  assert.equal(new URLSearchParams(new URL(other.url()).hash.slice(1)).get('wrap'), '1');
+  await other.reload();
+  await settled(other);
+  assert.equal(await other.isChecked('#wrap-lines'), true);
+  assert.ok((await scroll()).scroll <= (await scroll()).client);
+  await other.uncheck('#wrap-lines');
+  assert.deepEqual(await scroll(), unwrapped);
   await other.close();
 });
 

@@ -1,7 +1,7 @@
 // The generator page: builds its form from GET /api/schema, and on every change asks POST /api/render for the
 // files. Every rule (defaults, forced values, impossible combinations) is the generator's: the page only shows
-// what the server answers. State: the options the user chose, in the query string; the open tab and file in the
-// hash, so that a link restores the page.
+// what the server answers. State: the options the user chose, in the query string; the open tab and file, the
+// colour theme and line wrapping in the hash, so that a link restores the page.
 'use strict';
 (function () {
   const $ = (sel) => document.querySelector(sel);
@@ -26,7 +26,7 @@
   let choices = {};          // what the user set (sent to the server)
   let displaced = {};        // choices a later one overrode (distributed launch, then backend xla-tpu): offered again
   let lastGood = null;       // last answer of /api/render without problems
-  let view = { tab: null, file: null };
+  let view = { tab: null, file: null, theme: null, wrap: false };
   let pending = null;        // debounce timer
   let generation = 0;        // answers of older requests are dropped
 
@@ -46,6 +46,8 @@
     const h = new URLSearchParams(location.hash.slice(1));
     view.tab = h.get('tab');
     view.file = h.get('file');
+    view.theme = ['dark', 'light'].includes(h.get('theme')) ? h.get('theme') : null;
+    view.wrap = h.get('wrap') === '1';
   }
   function writeUrl() {
     const q = new URLSearchParams();
@@ -53,6 +55,8 @@
     const h = new URLSearchParams();
     if (view.tab) h.set('tab', view.tab);
     if (view.file) h.set('file', view.file);
+    if (view.theme) h.set('theme', view.theme);
+    if (view.wrap) h.set('wrap', '1');
     const url = location.pathname + (q.toString() ? '?' + q : '') + (h.toString() ? '#' + h : '');
     history.replaceState(null, '', url);
   }
@@ -311,6 +315,61 @@
     $('#preview').dataset.path = view.file;
   }
 
+  // ----- the look: colour theme, line wrapping, pane widths -----
+  const systemDark = window.matchMedia('(prefers-color-scheme: dark)');
+  function showTheme() {
+    const root = document.documentElement;
+    if (view.theme) root.dataset.theme = view.theme; else delete root.dataset.theme;
+    const dark = view.theme ? view.theme === 'dark' : systemDark.matches;
+    const button = $('#theme-toggle');
+    button.setAttribute('aria-pressed', dark ? 'true' : 'false');
+    button.textContent = dark ? 'Light mode' : 'Dark mode';
+    button.title = (view.theme ? 'chosen here' : 'following the system') + '; click for ' + (dark ? 'light' : 'dark');
+  }
+  function toggleTheme() {
+    const dark = view.theme ? view.theme === 'dark' : systemDark.matches;
+    view.theme = dark ? 'light' : 'dark';
+    showTheme();
+    writeUrl();
+  }
+  function showWrap() {
+    $('#wrap-lines').checked = view.wrap;
+    $('#preview').classList.toggle('wrap', view.wrap);
+  }
+
+  // A drag handle between two panes: dragging (or the arrow keys) sets `variable` on `container` to the width of
+  // the pane before the handle, kept between `min` and the container's width less `keep` for the pane after it.
+  function resizable(handle, container, pane, variable, min, keep) {
+    const setWidth = (px) => {
+      const max = Math.max(min, container.getBoundingClientRect().width - keep);
+      container.style.setProperty(variable, Math.round(Math.min(max, Math.max(min, px))) + 'px');
+    };
+    handle.addEventListener('pointerdown', (e) => {
+      if (e.button !== 0) return;
+      e.preventDefault();
+      const startX = e.clientX;
+      const startWidth = pane.getBoundingClientRect().width;
+      handle.setPointerCapture(e.pointerId);
+      handle.classList.add('dragging');
+      const move = (m) => setWidth(startWidth + m.clientX - startX);
+      const up = () => {
+        handle.classList.remove('dragging');
+        handle.removeEventListener('pointermove', move);
+        handle.removeEventListener('pointerup', up);
+        handle.removeEventListener('pointercancel', up);
+      };
+      handle.addEventListener('pointermove', move);
+      handle.addEventListener('pointerup', up);
+      handle.addEventListener('pointercancel', up);
+    });
+    handle.addEventListener('keydown', (e) => {
+      const step = e.key === 'ArrowLeft' ? -16 : e.key === 'ArrowRight' ? 16 : 0;
+      if (!step) return;
+      e.preventDefault();
+      setWidth(pane.getBoundingClientRect().width + step);
+    });
+  }
+
   // ----- exports -----
   async function download(endpoint, fallbackName) {
     const res = await post(endpoint, choices);
@@ -328,22 +387,28 @@
     a.remove();
     setTimeout(() => URL.revokeObjectURL(url), 10000);
   }
-  async function copyCommand() {
-    const text = $('#command').textContent;
+  // Puts `text` on the clipboard; without the permission, selects `node` so that Ctrl-C copies it.
+  async function copy(text, node, status) {
     try {
       await navigator.clipboard.writeText(text);
     } catch (e) {
-      // No clipboard permission: select the command so that Ctrl-C copies it.
       const range = document.createRange();
-      range.selectNodeContents($('#command'));
+      range.selectNodeContents(node);
       getSelection().removeAllRanges();
       getSelection().addRange(range);
-      $('#copy-status').textContent = 'selected: press Ctrl-C to copy';
+      status.textContent = 'selected: press Ctrl-C to copy';
       return;
     }
-    $('#copy-status').textContent = 'copied';
-    setTimeout(() => { $('#copy-status').textContent = ''; }, 2000);
+    status.textContent = 'copied';
+    clearTimeout(status.timer);
+    status.timer = setTimeout(() => { status.textContent = ''; }, 2000);
   }
+  const copyCommand = () => copy($('#command').textContent, $('#command'), $('#copy-status'));
+  // The file's exact text from the answer (the preview's DOM also holds the line numbers).
+  const copyFile = () => {
+    if (!lastGood || !(view.file in lastGood.files)) return;
+    copy(lastGood.files[view.file], $('#preview code'), $('#copy-file-status'));
+  };
 
   async function start() {
     const res = await fetch('/api/schema');
@@ -352,10 +417,18 @@
     specs = Object.fromEntries(schema.map((s) => [s.key, s]));
     $('#version').textContent = 'generator ' + data.version;
     readUrl();
+    showTheme();
+    showWrap();
+    systemDark.addEventListener('change', showTheme);
+    $('#theme-toggle').addEventListener('click', toggleTheme);
+    $('#wrap-lines').addEventListener('change', () => { view.wrap = $('#wrap-lines').checked; showWrap(); writeUrl(); });
+    resizable($('#resize-settings'), $('#layout'), $('#settings'), '--settings-width', 300, 360);
+    resizable($('#resize-tree'), $('#browser'), $('#tree'), '--tree-width', 100, 240);
     buildForm(data.templates);
     $('#download-zip').addEventListener('click', () => download('zip', 'project.zip'));
     $('#download-notebook').addEventListener('click', () => download('notebook', 'project.ipynb'));
     $('#copy-command').addEventListener('click', copyCommand);
+    $('#copy-file').addEventListener('click', copyFile);
     await refresh(null);
     document.body.dataset.ready = 'true';
   }
