@@ -22,7 +22,7 @@ packages=(
   libtorch-dev libgloo-dev libopenblas0-openmp cmake ninja-build g++ ccache
   libyaml-cpp-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
   zlib1g-dev libpng-dev dataset-fashion-mnist git ca-certificates python3-numpy iproute2 python3-torch
-  libcpp-httplib-dev pkgconf chromium chromium-driver
+  libcpp-httplib-dev pkgconf chromium chromium-driver node-prismjs
   libkainjow-mustache-dev fortunes python3-nbformat
   openmpi-bin slurm-wlm
   python3-yaml python3-tqdm python3-fsspec python3-packaging python3-typing-extensions

@@ -70,6 +70,21 @@ TEST(UiApi, ServesThePageAndItsAssetsWithAStrictContentPolicy) {
   EXPECT_EQ(get("/assets/missing.js").status, 404);
 }
 
+TEST(UiApi, ServesDebiansPrismAsOneAssetThatHighlightsOnlyWhenAsked) {
+  const auto page = get("/");
+  const size_t prism = page.body.find("<script src=\"/assets/prism.js\"");
+  ASSERT_NE(prism, std::string::npos);
+  EXPECT_LT(prism, page.body.find("<script src=\"/assets/highlight.js\"")) << "Prism loads before the page uses it";
+  const auto r = get("/assets/prism.js");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.content_type, "text/javascript; charset=utf-8");
+  EXPECT_EQ(r.body.rfind("window.Prism = { manual: true", 0), 0u) << r.body.substr(0, 80);
+  for (const char* language : {"cpp", "cmake", "yaml", "bash", "python", "json", "markdown"}) {
+    EXPECT_NE(r.body.find(std::string("Prism.languages.") + language + "="), std::string::npos) << language;
+  }
+  EXPECT_NE(r.body.find("@license MIT"), std::string::npos) << "Prism's licence header is kept";
+}
+
 TEST(UiApi, ServesAFaviconSoThatLoadingThePageHasNo404) {
   const auto page = get("/");
   EXPECT_NE(page.body.find("<link rel=\"icon\" href=\"/assets/favicon.svg\""), std::string::npos);

@@ -176,8 +176,8 @@ test('picks a template and shows its files with a highlighted preview', async ()
   const text = await page.$eval('#preview code', (c) => [...c.childNodes].map((n) =>
     n.nodeType === 1 && n.classList.contains('ln') ? '' : n.textContent).join(''));
   assert.equal(text, expected.files[cpp]);
-  assert.ok(await page.$('#preview .tok-keyword'), 'keywords are highlighted');
-  assert.ok(await page.$('#preview .tok-preproc'), '#include lines are highlighted');
+  assert.ok(await page.$('#preview .token.keyword'), 'keywords are highlighted');
+  assert.ok(await page.$('#preview .token.macro'), '#include lines are highlighted');
   assert.equal(await page.textContent('#command'), expected.command);
 });
 
@@ -476,6 +476,52 @@ async function renderApi(options) {
     method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(options),
   })).json();
 }
+
+test("the preview highlights with Debian's Prism, every language the generator writes", async () => {
+  const other = await context.newPage();
+  await other.goto(baseUrl + '?template=image-classification&sbatch=true');
+  await settled(other);
+  assert.equal(await other.evaluate(() => window.Prism.manual), true, 'Prism highlights only when asked');
+  // One sample per language, through the page's own function; each must come back with the tokens named.
+  const samples = {
+    'src/main.cpp': ['#include <vector>\nint main() { return 0; }  // done', ['macro', 'keyword', 'number', 'comment']],
+    'CMakeLists.txt': ['cmake_minimum_required(VERSION 3.18)\nset(X "${Y}")  # c', ['keyword', 'string', 'comment']],
+    'config.yaml': ['trainer:\n  max_epochs: 3  # c\n  name: "x"', ['key', 'number', 'comment', 'string']],
+    'run.sbatch': ['#!/bin/bash\nexport A="$HOME"  # c\nif true; then echo hi; fi', ['shebang', 'keyword', 'comment']],
+    'plot.py': ['import os\ndef f(x):\n    return "s" + 1  # c', ['keyword', 'string', 'number', 'comment']],
+    'x.json': ['{"a": [1, true, null, "s"]}', ['property', 'number', 'boolean', 'string']],
+    'README.md': ['# Title\n\nSome `code` and **bold**.\n\n```sh\nls\n```', ['title', 'code-snippet', 'bold', 'code']],
+  };
+  const found = await other.evaluate((samples) => {
+    const out = {};
+    for (const [path, [text]] of Object.entries(samples)) {
+      const code = document.createElement('code');
+      code.innerHTML = window.VoltHighlight.highlight(path, text);
+      const kinds = new Set();
+      for (const t of code.querySelectorAll('.token')) for (const c of t.classList) kinds.add(c);
+      const shown = [...code.childNodes].map((n) => n.nodeType === 1 && n.classList.contains('ln') ? '' : n.textContent);
+      out[path] = { kinds: [...kinds], text: shown.join(''), lines: code.querySelectorAll('.ln').length };
+    }
+    return out;
+  }, samples);
+  for (const [path, [text, kinds]] of Object.entries(samples)) {
+    for (const k of kinds) assert.ok(found[path].kinds.includes(k), `${path}: no ${k} token in ${found[path].kinds}`);
+    assert.equal(found[path].text, text, `${path}: the highlighted text is the file's`);
+    assert.equal(found[path].lines, text.split('\n').length, `${path}: one number per line`);
+  }
+  // The generated files: each shown whole, with tokens where the language is known.
+  const paths = await other.$$eval('#tree button[data-path]', (bs) => bs.map((b) => b.dataset.path));
+  assert.ok(paths.includes('run.sbatch') && paths.includes('CMakeLists.txt'), paths.join(' '));
+  const expected = await renderApi({ template: 'image-classification', sbatch: true });
+  for (const p of paths) {
+    await other.click(`#tree button[data-path="${p}"]`);
+    assert.equal(await previewText(other), expected.files[p], `${p}: shown whole`);
+    assert.ok(await other.$('#preview .token'), `${p}: highlighted`);
+    // A multi-line token is closed and opened again on each line: no line number lands inside a token.
+    assert.equal(await other.$$eval('#preview code .ln', (ls) => ls.filter((l) => l.parentElement.tagName !== 'CODE').length), 0);
+  }
+  await other.close();
+});
 
 test('the copy button of every file puts its exact text on the clipboard', async () => {
   await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: baseUrl.slice(0, -1) });
