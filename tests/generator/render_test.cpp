@@ -85,6 +85,18 @@ TEST(GeneratorRender, CheckpointOptionsGoToConfig) {
   EXPECT_EQ(config_of(gen::render(base_options()))["checkpoint"]["monitor"].as<std::string>(), "val_loss");
 }
 
+TEST(GeneratorRender, TheTimeLimitGoesToConfigAndTheReadme) {
+  const auto none = gen::render(base_options());
+  EXPECT_FALSE(config_of(none)["trainer"]["max_time"]) << "no limit by default";
+  EXPECT_TRUE(contains(none.files.at("config.yaml"), "# max_time: \"00:01:00:00\""))
+      << "the commented line shows where it goes";
+  EXPECT_FALSE(contains(none.files.at("README.md"), "trainer.max_time"));
+  const auto p = gen::render(base_options({{"max_time", "00:02:15:00"}}));
+  EXPECT_EQ(config_of(p)["trainer"]["max_time"].as<std::string>(), "00:02:15:00");
+  EXPECT_TRUE(contains(p.files.at("README.md"), "config.yaml limits training to `00:02:15:00`"));
+  EXPECT_EQ(gen::command_line(base_options({{"max_time", "00:02:15:00"}})), "volt new app --template minimal --max-time 00:02:15:00");
+}
+
 // One row of the matrix: the options, and what config.yaml, the README and the notebook must say.
 struct MatrixRow {
   json options;

@@ -224,6 +224,24 @@ json template_defaults(const json& id) {
   return json::object();  // an unknown template is reported by the enum check
 }
 
+// Lightning's max_time string: four whole numbers DD:HH:MM:SS, read as days, hours, minutes and seconds (each may
+// be larger than its unit, as timedelta allows); a limit of zero is refused, since the run would stop at once.
+bool is_max_time(const std::string& s) {
+  int fields = 0;
+  bool nonzero = false;
+  size_t start = 0;
+  while (true) {
+    const size_t colon = s.find(':', start);
+    const std::string part = s.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
+    if (part.empty() || part.size() > 6 || part.find_first_not_of("0123456789") != std::string::npos) return false;
+    nonzero = nonzero || part.find_first_not_of('0') != std::string::npos;
+    ++fields;
+    if (colon == std::string::npos) break;
+    start = colon + 1;
+  }
+  return fields == 4 && nonzero;
+}
+
 }  // namespace
 
 GeneratorError::GeneratorError(std::vector<Problem> problems)
@@ -300,6 +318,12 @@ json option_schema() {
       option("early_stopping", "Early stopping", "Handlers", "bool", false,
              "stop when val_loss has not improved for `patience` validations"),
       with_range(option("patience", "Patience", "Handlers", "int", 3, "validations without improvement"), 1, 1000),
+      option("max_time", "Time limit", "Handlers", "string", "",
+             "stop training after this long, as Lightning's max_time: DD:HH:MM:SS (e.g. 00:01:30:00); the run "
+             "saves its checkpoints as at a normal end; empty: no limit"),
+      option("lr_find", "Find the learning rate", "Training", "bool", false,
+             "before fit, sweep the learning rate (Lightning's Tuner.lr_find) and train with its suggestion "
+             "instead of lr; the curve is drawn to lr_find.svg"),
       with_choices(option("logger", "Loggers", "Loggers", "list", json::array({"csv"}),
                           "where the run's metrics go, in lightning_logs/version_N: csv (metrics.csv, drawn by volt "
                           "plot), tensorboard (event files for TensorBoard), both (csv,tensorboard), or none"),
@@ -456,6 +480,13 @@ Validation validate(const json& input) {
   }
 
   // Handlers.
+  const std::string max_time = o["max_time"];
+  if (!max_time.empty() && !is_max_time(max_time)) {
+    v.errors.push_back({"max_time", "'" + printable(max_time) +
+                                        "' is not a time limit: give DD:HH:MM:SS (days, hours, minutes, seconds as "
+                                        "whole numbers, not all zero), e.g. 00:01:30:00 for an hour and a half, or "
+                                        "leave it empty for no limit"});
+  }
   const std::string tmpl = o["template"];
   if (tmpl == "gan") {
     force("save_best", false, "template=gan", "a GAN has no validation loss to rank checkpoints by");

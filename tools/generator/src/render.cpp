@@ -107,6 +107,7 @@ mu::data context(const json& o, const json& meta, const std::string& command) {
   d.set("trainer_devices", dist == "off" ? std::string("1") : std::to_string(nproc));
   d.set("trainer_strategy", xla ? "xla" : dist == "launch" ? "ddp" : dist == "spawn" ? "ddp_spawn" : "auto");
   set_observability(d, o);
+  d.set("max_time_on", !o["max_time"].get<std::string>().empty());
   d.set("monitor", std::string(o["save_best"] == true ? "val_loss" : ""));
   d.set("dist_off", dist == "off");
   d.set("dist_launch", dist == "launch");
