@@ -97,6 +97,35 @@ TEST(GeneratorRender, TheTimeLimitGoesToConfigAndTheReadme) {
   EXPECT_EQ(gen::command_line(base_options({{"max_time", "00:02:15:00"}})), "volt new app --template minimal --max-time 00:02:15:00");
 }
 
+TEST(GeneratorRender, NoRenderedFileHasARunOfBlankLines) {
+  const std::vector<json> variants = {
+      json::object(),
+      {{"distributed", "launch"}, {"nproc_per_node", 2}},
+      {{"distributed", "launch"}, {"nnodes", 2}, {"master_addr", "10.0.0.1"}, {"node_rank", 1}},
+      {{"distributed", "spawn"}, {"nproc_per_node", 2}, {"sbatch", true}},
+      {{"backend", "xla-tpu"}, {"accelerator", "tpu"}, {"distributed", "spawn"}, {"nproc_per_node", 8}},
+      {{"logger", "csv,tensorboard"}, {"profiler", "simple"}, {"max_time", "00:01:00:00"}},
+      {{"logger", "none"}, {"profiler", "pytorch"}, {"include_tests", false}, {"save_last", false},
+       {"save_best", false}},
+      {{"early_stopping", true}, {"every_n_train_steps", 50}},
+  };
+  for (const auto& t : gen::templates()) {
+    for (json v : variants) {
+      v["template"] = t["id"];
+      const auto check = gen::validate(base_options(v));
+      if (!check.errors.empty()) continue;  // e.g. early stopping on the GAN
+      const auto p = gen::render(base_options(v));
+      for (const auto& [path, text] : p.files) {
+        if (path.size() > 4 && path.substr(path.size() - 4) == ".cpp") continue;  // verbatim C++
+        EXPECT_FALSE(contains(text, "\n\n\n")) << t["id"] << " " << v.dump() << ": " << path
+                                                << " has two blank lines in a row";
+        EXPECT_FALSE(text.size() >= 2 && text.substr(text.size() - 2) == "\n\n")
+            << t["id"] << " " << v.dump() << ": " << path << " ends in a blank line";
+      }
+    }
+  }
+}
+
 // One row of the matrix: the options, and what config.yaml, the README and the notebook must say.
 struct MatrixRow {
   json options;

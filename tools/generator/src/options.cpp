@@ -266,7 +266,8 @@ json option_schema() {
       option("name", "Project name", "Project", "string", "volt_project",
              "folder, CMake target and program name: a letter, then letters, digits, '_' or '-' (64 at most)"),
       option("include_tests", "Include tests", "Project", "bool", true,
-             "a tests/ folder with a smoke test run by ctest (a few batches on CPU)"),
+             "two ctest tests in CMakeLists.txt: a smoke test (a few batches of every stage on CPU) and a check "
+             "that config.yaml reads back"),
       option("sbatch", "SLURM script", "Project", "bool", false,
              "write run.sbatch even for one node (always written when nnodes > 1)"),
       with_choices(option("accelerator", "Accelerator", "Training", "enum", "auto",

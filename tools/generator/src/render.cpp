@@ -166,8 +166,9 @@ std::string render_text(const std::string& path, const std::string& text, const 
   return out;
 }
 
-// A section that is left out keeps the end of its closing tag's line (kainjow's mustache), so READMEs had runs of
-// empty lines where options were off: Markdown gets one empty line at most between blocks.
+// A section that is left out keeps the end of its closing tag's line (kainjow's mustache), so rendered files had
+// runs of empty lines where options were off, and a CMakeLists.txt ended in one: every rendered file gets one
+// empty line at most between blocks and ends in exactly one newline.
 std::string collapse_blank_lines(const std::string& text) {
   std::string out;
   out.reserve(text.size());
@@ -176,6 +177,7 @@ std::string collapse_blank_lines(const std::string& text) {
     newlines = c == '\n' ? newlines + 1 : 0;
     if (newlines <= 2) out += c;
   }
+  while (out.size() >= 2 && out[out.size() - 1] == '\n' && out[out.size() - 2] == '\n') out.pop_back();
   return out;
 }
 
@@ -223,8 +225,7 @@ Project render(const json& options) {
       if (is_template) rel.resize(rel.size() - kSuffix.size());
       if (!wanted(rel, o, meta)) continue;
       std::string text = is_template ? render_text(path, file_text(f), d) : file_text(f);
-      if (is_template && rel.size() > 3 && rel.compare(rel.size() - 3, 3, ".md") == 0)
-        text = collapse_blank_lines(text);
+      if (is_template) text = collapse_blank_lines(text);
       project.files[rel] = std::move(text);
     }
   }
