@@ -126,6 +126,18 @@ TEST(GeneratorRender, NoRenderedFileHasARunOfBlankLines) {
   }
 }
 
+TEST(GeneratorRender, TheReadmeResumesFromTheQuickChecksLastCheckpointByPath) {
+  const auto csv = gen::render(base_options()).files.at("README.md");
+  EXPECT_TRUE(contains(csv, "--fit.ckpt_path lightning_logs/version_0/checkpoints/last.ckpt\n")) << csv;
+  EXPECT_TRUE(contains(csv, "Checkpoints go to `lightning_logs/version_N/checkpoints/`"));
+  EXPECT_TRUE(contains(csv, "in a new run it\nfinds nothing")) << "says why `last` is not the way in a new run";
+  const auto none = gen::render(base_options({{"logger", "none"}})).files.at("README.md");
+  EXPECT_TRUE(contains(none, "--fit.ckpt_path checkpoints/last.ckpt\n")) << none;
+  EXPECT_TRUE(contains(none, "Checkpoints go to `checkpoints/`")) << "no logger: ModelCheckpoint's folder is ./checkpoints";
+  const auto no_last = gen::render(base_options({{"save_last", false}})).files.at("README.md");
+  EXPECT_FALSE(contains(no_last, "--fit.ckpt_path")) << "nothing to resume from without last.ckpt";
+}
+
 // One row of the matrix: the options, and what config.yaml, the README and the notebook must say.
 struct MatrixRow {
   json options;

@@ -108,6 +108,12 @@ mu::data context(const json& o, const json& meta, const std::string& command) {
   d.set("trainer_strategy", xla ? "xla" : dist == "launch" ? "ddp" : dist == "spawn" ? "ddp_spawn" : "auto");
   set_observability(d, o);
   d.set("max_time_on", !o["max_time"].get<std::string>().empty());
+  d.set("save_last_on", o["save_last"] == true);  // as a section: the option's own entry is its text, "false"
+  // ModelCheckpoint's folder: the first logger's version folder, or checkpoints/ where the program runs.
+  const bool logs = !o["logger"].empty();
+  d.set("checkpoint_dir", std::string(logs ? "lightning_logs/version_N/checkpoints/" : "checkpoints/"));
+  d.set("last_checkpoint",
+        std::string(logs ? "lightning_logs/version_0/checkpoints/last.ckpt" : "checkpoints/last.ckpt"));
   d.set("monitor", std::string(o["save_best"] == true ? "val_loss" : ""));
   d.set("dist_off", dist == "off");
   d.set("dist_launch", dist == "launch");
