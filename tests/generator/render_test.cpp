@@ -138,6 +138,34 @@ TEST(GeneratorRender, TheReadmeResumesFromTheQuickChecksLastCheckpointByPath) {
   EXPECT_FALSE(contains(no_last, "--fit.ckpt_path")) << "nothing to resume from without last.ckpt";
 }
 
+TEST(GeneratorRender, HandlerAndLoggerOptionsGoToConfigAndThePathsFollowTheOutputFolder) {
+  const auto p = gen::render(base_options({{"template", "text-classification"}, {"stop_on_nan", true},
+                                           {"checkpoint_filename", "best-{epoch}-{val_acc:.3f}"},
+                                           {"default_root_dir", "runs/a"}, {"log_every_n_steps", 7}}));
+  const auto cfg = config_of(p);
+  EXPECT_TRUE(cfg["stop_on_nan"]["enabled"].as<bool>());
+  EXPECT_EQ(cfg["stop_on_nan"]["monitor"].as<std::string>(), "train_loss");
+  EXPECT_EQ(cfg["checkpoint"]["filename"].as<std::string>(), "best-{epoch}-{val_acc:.3f}");
+  EXPECT_EQ(cfg["trainer"]["default_root_dir"].as<std::string>(), "runs/a");
+  EXPECT_EQ(cfg["trainer"]["log_every_n_steps"].as<int>(), 7);
+  const std::string& readme = p.files.at("README.md");
+  EXPECT_TRUE(contains(readme, "Checkpoints go to `runs/a/lightning_logs/version_N/checkpoints/`"));
+  EXPECT_TRUE(contains(readme, "--fit.ckpt_path runs/a/lightning_logs/version_0/checkpoints/last.ckpt"));
+  EXPECT_TRUE(contains(readme, "volt plot runs/a/lightning_logs/version_0 --out"));
+  EXPECT_FALSE(contains(readme, " lightning_logs/")) << "every path is under the output folder";
+  const std::string& code = p.files.at("src/project_options.h");
+  EXPECT_TRUE(contains(code, "nan.check_finite = true;"));
+  EXPECT_TRUE(contains(code, "cli.get_string(\"checkpoint.filename\")"));
+  // The GAN logs d_loss on step and epoch: its step-level key is d_loss_step.
+  EXPECT_EQ(config_of(gen::render(base_options({{"template", "gan"}, {"stop_on_nan", true}})))["stop_on_nan"]["monitor"]
+                .as<std::string>(),
+            "d_loss_step");
+  // No logger: the profile and the checkpoints are in the output folder itself.
+  const auto q = gen::render(base_options({{"default_root_dir", "out"}, {"logger", "none"}, {"profiler", "simple"}}));
+  EXPECT_TRUE(contains(q.files.at("README.md"), "cat out/fit-profile.txt"));
+  EXPECT_TRUE(contains(q.files.at("README.md"), "--fit.ckpt_path out/checkpoints/last.ckpt"));
+}
+
 // One row of the matrix: the options, and what config.yaml, the README and the notebook must say.
 struct MatrixRow {
   json options;

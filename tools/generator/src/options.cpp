@@ -319,6 +319,11 @@ json option_schema() {
       option("early_stopping", "Early stopping", "Handlers", "bool", false,
              "stop when val_loss has not improved for `patience` validations"),
       with_range(option("patience", "Patience", "Handlers", "int", 3, "validations without improvement"), 1, 1000),
+      option("stop_on_nan", "Stop on NaN", "Handlers", "bool", false,
+             "stop training at the step whose training loss is NaN or infinite (EarlyStopping's check_finite)"),
+      option("checkpoint_filename", "Checkpoint name", "Handlers", "string", "",
+             "file name of the ranked checkpoints, ModelCheckpoint's template: {epoch}, {step} and logged metrics "
+             "such as {val_loss:.4f}; empty: {epoch}-{val_loss:.4f} (or {epoch}-{step} without save_best)"),
       option("max_time", "Time limit", "Handlers", "string", "",
              "stop training after this long, as Lightning's max_time: DD:HH:MM:SS (e.g. 00:01:30:00); the run "
              "saves its checkpoints as at a normal end; empty: no limit"),
@@ -329,6 +334,12 @@ json option_schema() {
                           "where the run's metrics go, in lightning_logs/version_N: csv (metrics.csv, drawn by volt "
                           "plot), tensorboard (event files for TensorBoard), both (csv,tensorboard), or none"),
                    {"csv", "tensorboard"}),
+      option("default_root_dir", "Output folder", "Loggers", "string", ".",
+             "the folder every run writes into (lightning_logs/, checkpoints, profiles), relative to where the "
+             "program runs"),
+      with_range(option("log_every_n_steps", "Log every N steps", "Loggers", "int", 50,
+                        "how often the loggers record the per-step values"),
+                 1, 1000000),
       with_choices(option("profiler", "Profiler", "Loggers", "enum", "none",
                           "simple: time of every action, a table at the end of fit and fit-profile.txt; advanced: "
                           "per-call statistics (min, max, mean, stddev, percentiles); pytorch: LibTorch's profiler, "
@@ -487,6 +498,26 @@ Validation validate(const json& input) {
                                         "' is not a time limit: give DD:HH:MM:SS (days, hours, minutes, seconds as "
                                         "whole numbers, not all zero), e.g. 00:01:30:00 for an hour and a half, or "
                                         "leave it empty for no limit"});
+  }
+  const std::string filename = o["checkpoint_filename"];
+  if (filename.find_first_of("/\\") != std::string::npos || filename == "." || filename == ".." ||
+      filename.find_first_of("\"'`$;|&<>\n\r\t") != std::string::npos) {
+    v.errors.push_back({"checkpoint_filename", "'" + printable(filename) +
+                                                   "' is not a file name template: no folders ('/'), quotes or "
+                                                   "shell characters; e.g. best-{epoch}-{val_loss:.4f}"});
+  } else if (std::count(filename.begin(), filename.end(), '{') != std::count(filename.begin(), filename.end(), '}')) {
+    v.errors.push_back({"checkpoint_filename", "'" + printable(filename) +
+                                                   "' has unbalanced braces: each {key} or {key:spec} opens and "
+                                                   "closes, e.g. {epoch}-{val_loss:.4f}"});
+  }
+  const std::string root = o["default_root_dir"];
+  if (root.empty() || root.front() == '/' || root.find("..") != std::string::npos ||
+      root.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-/") !=
+          std::string::npos) {
+    v.errors.push_back({"default_root_dir", "'" + printable(root) +
+                                                "' is not a folder inside the project: give a relative path of "
+                                                "letters, digits, '.', '_', '-' and '/' without '..', e.g. runs (an "
+                                                "absolute one can be given at run time: --trainer.default_root_dir)"});
   }
   const std::string tmpl = o["template"];
   if (tmpl == "gan") {
