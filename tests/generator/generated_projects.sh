@@ -75,12 +75,12 @@ if [ $# -eq 0 ] || [[ " $* " == *" image-classification "* ]]; then
   fi
 fi
 if [ $# -eq 0 ] || [[ " $* " == *" minimal "* ]]; then
-  # Both loggers write into the folder of one version (the first logger decides it); the README's quick run is
-  # the only training run, so a version_1 would mean they did not.
+  # Both loggers write into the folder of one version (the first logger decides it); the README's quick run and
+  # its resume are the only training runs, so a version_2 would mean they did not.
   if ! project logs_app "$work/logs_app" --template minimal --logger csv,tensorboard --profiler simple ||
      ! logs_written "$work/logs_app" lightning_logs/version_0/metrics.csv \
          'lightning_logs/version_0/events.out.tfevents.*' lightning_logs/version_0/fit-profile.txt ||
-     [ -e "$work/logs_app/lightning_logs/version_1" ]; then
+     [ -e "$work/logs_app/lightning_logs/version_2" ]; then
     echo "FAILED: csv + tensorboard + simple profiler project"
     status=1
   fi
@@ -90,6 +90,19 @@ if [ $# -eq 0 ] || [[ " $* " == *" minimal "* ]]; then
      ! /usr/bin/python3 -c 'import json, sys; t = json.load(open(sys.argv[1])); e = t["traceEvents"] if isinstance(t, dict) else t; assert e, "no trace events"' \
          "$work/trace_app/fit-trace.json"; then
     echo "FAILED: pytorch profiler project without a logger"
+    status=1
+  fi
+fi
+if [ $# -eq 0 ] || [[ " $* " == *" minimal "* ]]; then
+  # The handler and logger options (issue 21): an output folder, a checkpoint name, stop on NaN, the logging
+  # interval. The README's resume line continues the quick check into version_1, at epoch 1.
+  if ! project options_app "$work/options_app" --template minimal --stop-on-nan true \
+         --checkpoint-filename 'best-{epoch}' --default-root-dir runs --log-every-n-steps 2 ||
+     ! logs_written "$work/options_app" runs/lightning_logs/version_0/metrics.csv \
+         'runs/lightning_logs/version_0/checkpoints/best-epoch=0.ckpt' \
+         'runs/lightning_logs/version_1/checkpoints/best-epoch=1.ckpt' ||
+     [ -e "$work/options_app/lightning_logs" ]; then
+    echo "FAILED: handler and logger options project"
     status=1
   fi
 fi

@@ -53,7 +53,8 @@ TEST(GeneratorSchema, HasEveryOptionOfTheContractWithDashedFlags) {
   for (const char* k : {"template", "name", "accelerator", "distributed", "backend", "nproc_per_node", "nnodes",
                         "node_rank", "master_addr", "master_port", "precision", "max_epochs", "batch_size", "lr",
                         "optimizer", "seed", "deterministic", "save_best", "save_last", "every_n_train_steps",
-                        "save_top_k", "early_stopping", "patience", "logger", "profiler", "include_tests"}) {
+                        "save_top_k", "early_stopping", "patience", "stop_on_nan", "checkpoint_filename", "max_time",
+                        "lr_find", "default_root_dir", "log_every_n_steps", "logger", "profiler", "include_tests"}) {
     EXPECT_TRUE(keys.count(k)) << k;
   }
 }
@@ -166,6 +167,21 @@ TEST(GeneratorValidate, RejectsEveryImpossibleCombinationAndNamesWhatIsAllowed) 
        {{"profiler", "fast"}},
        "profiler",
        "'fast' is not one of: none, simple, advanced, pytorch"},
+      {"a checkpoint name with a folder", {{"checkpoint_filename", "ckpts/{epoch}"}}, "checkpoint_filename",
+       "no folders ('/')"},
+      {"a checkpoint name with a quote", {{"checkpoint_filename", "it's-{epoch}"}}, "checkpoint_filename",
+       "quotes or shell characters"},
+      {"a checkpoint name with an open brace", {{"checkpoint_filename", "{epoch-{step}"}}, "checkpoint_filename",
+       "unbalanced braces"},
+      {"an absolute output folder", {{"default_root_dir", "/srv/runs"}}, "default_root_dir",
+       "not a folder inside the project"},
+      {"an output folder above the project", {{"default_root_dir", "../runs"}}, "default_root_dir", "without '..'"},
+      {"an empty output folder", {{"default_root_dir", ""}}, "default_root_dir", "e.g. runs"},
+      {"logging every 0 steps", {{"log_every_n_steps", 0}}, "log_every_n_steps", "below the minimum 1"},
+      {"a time limit in minutes", {{"max_time", "90m"}}, "max_time", "'90m' is not a time limit: give DD:HH:MM:SS"},
+      {"a time limit with three fields", {{"max_time", "01:30:00"}}, "max_time", "e.g. 00:01:30:00"},
+      {"a time limit of zero", {{"max_time", "00:00:00:00"}}, "max_time", "not all zero"},
+      {"a time limit with a sign", {{"max_time", "00:-1:00:00"}}, "max_time", "whole numbers"},
   };
   for (const auto& c : cases) {
     const auto v = gen::validate(base_options(c.options));

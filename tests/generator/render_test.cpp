@@ -85,6 +85,87 @@ TEST(GeneratorRender, CheckpointOptionsGoToConfig) {
   EXPECT_EQ(config_of(gen::render(base_options()))["checkpoint"]["monitor"].as<std::string>(), "val_loss");
 }
 
+TEST(GeneratorRender, TheTimeLimitGoesToConfigAndTheReadme) {
+  const auto none = gen::render(base_options());
+  EXPECT_FALSE(config_of(none)["trainer"]["max_time"]) << "no limit by default";
+  EXPECT_TRUE(contains(none.files.at("config.yaml"), "# max_time: \"00:01:00:00\""))
+      << "the commented line shows where it goes";
+  EXPECT_FALSE(contains(none.files.at("README.md"), "trainer.max_time"));
+  const auto p = gen::render(base_options({{"max_time", "00:02:15:00"}}));
+  EXPECT_EQ(config_of(p)["trainer"]["max_time"].as<std::string>(), "00:02:15:00");
+  EXPECT_TRUE(contains(p.files.at("README.md"), "config.yaml limits training to `00:02:15:00`"));
+  EXPECT_EQ(gen::command_line(base_options({{"max_time", "00:02:15:00"}})), "volt new app --template minimal --max-time 00:02:15:00");
+}
+
+TEST(GeneratorRender, NoRenderedFileHasARunOfBlankLines) {
+  const std::vector<json> variants = {
+      json::object(),
+      {{"distributed", "launch"}, {"nproc_per_node", 2}},
+      {{"distributed", "launch"}, {"nnodes", 2}, {"master_addr", "10.0.0.1"}, {"node_rank", 1}},
+      {{"distributed", "spawn"}, {"nproc_per_node", 2}, {"sbatch", true}},
+      {{"backend", "xla-tpu"}, {"accelerator", "tpu"}, {"distributed", "spawn"}, {"nproc_per_node", 8}},
+      {{"logger", "csv,tensorboard"}, {"profiler", "simple"}, {"max_time", "00:01:00:00"}},
+      {{"logger", "none"}, {"profiler", "pytorch"}, {"include_tests", false}, {"save_last", false},
+       {"save_best", false}},
+      {{"early_stopping", true}, {"every_n_train_steps", 50}},
+  };
+  for (const auto& t : gen::templates()) {
+    for (json v : variants) {
+      v["template"] = t["id"];
+      const auto check = gen::validate(base_options(v));
+      if (!check.errors.empty()) continue;  // e.g. early stopping on the GAN
+      const auto p = gen::render(base_options(v));
+      for (const auto& [path, text] : p.files) {
+        if (path.size() > 4 && path.substr(path.size() - 4) == ".cpp") continue;  // verbatim C++
+        EXPECT_FALSE(contains(text, "\n\n\n")) << t["id"] << " " << v.dump() << ": " << path
+                                                << " has two blank lines in a row";
+        EXPECT_FALSE(text.size() >= 2 && text.substr(text.size() - 2) == "\n\n")
+            << t["id"] << " " << v.dump() << ": " << path << " ends in a blank line";
+      }
+    }
+  }
+}
+
+TEST(GeneratorRender, TheReadmeResumesFromTheQuickChecksLastCheckpointByPath) {
+  const auto csv = gen::render(base_options()).files.at("README.md");
+  EXPECT_TRUE(contains(csv, "--fit.ckpt_path lightning_logs/version_0/checkpoints/last.ckpt\n")) << csv;
+  EXPECT_TRUE(contains(csv, "Checkpoints go to `lightning_logs/version_N/checkpoints/`"));
+  EXPECT_TRUE(contains(csv, "in a new run it\nfinds nothing")) << "says why `last` is not the way in a new run";
+  const auto none = gen::render(base_options({{"logger", "none"}})).files.at("README.md");
+  EXPECT_TRUE(contains(none, "--fit.ckpt_path checkpoints/last.ckpt\n")) << none;
+  EXPECT_TRUE(contains(none, "Checkpoints go to `checkpoints/`")) << "no logger: ModelCheckpoint's folder is ./checkpoints";
+  const auto no_last = gen::render(base_options({{"save_last", false}})).files.at("README.md");
+  EXPECT_FALSE(contains(no_last, "--fit.ckpt_path")) << "nothing to resume from without last.ckpt";
+}
+
+TEST(GeneratorRender, HandlerAndLoggerOptionsGoToConfigAndThePathsFollowTheOutputFolder) {
+  const auto p = gen::render(base_options({{"template", "text-classification"}, {"stop_on_nan", true},
+                                           {"checkpoint_filename", "best-{epoch}-{val_acc:.3f}"},
+                                           {"default_root_dir", "runs/a"}, {"log_every_n_steps", 7}}));
+  const auto cfg = config_of(p);
+  EXPECT_TRUE(cfg["stop_on_nan"]["enabled"].as<bool>());
+  EXPECT_EQ(cfg["stop_on_nan"]["monitor"].as<std::string>(), "train_loss");
+  EXPECT_EQ(cfg["checkpoint"]["filename"].as<std::string>(), "best-{epoch}-{val_acc:.3f}");
+  EXPECT_EQ(cfg["trainer"]["default_root_dir"].as<std::string>(), "runs/a");
+  EXPECT_EQ(cfg["trainer"]["log_every_n_steps"].as<int>(), 7);
+  const std::string& readme = p.files.at("README.md");
+  EXPECT_TRUE(contains(readme, "Checkpoints go to `runs/a/lightning_logs/version_N/checkpoints/`"));
+  EXPECT_TRUE(contains(readme, "--fit.ckpt_path runs/a/lightning_logs/version_0/checkpoints/last.ckpt"));
+  EXPECT_TRUE(contains(readme, "volt plot runs/a/lightning_logs/version_0 --out"));
+  EXPECT_FALSE(contains(readme, " lightning_logs/")) << "every path is under the output folder";
+  const std::string& code = p.files.at("src/project_options.h");
+  EXPECT_TRUE(contains(code, "nan.check_finite = true;"));
+  EXPECT_TRUE(contains(code, "cli.get_string(\"checkpoint.filename\")"));
+  // The GAN logs d_loss on step and epoch: its step-level key is d_loss_step.
+  EXPECT_EQ(config_of(gen::render(base_options({{"template", "gan"}, {"stop_on_nan", true}})))["stop_on_nan"]["monitor"]
+                .as<std::string>(),
+            "d_loss_step");
+  // No logger: the profile and the checkpoints are in the output folder itself.
+  const auto q = gen::render(base_options({{"default_root_dir", "out"}, {"logger", "none"}, {"profiler", "simple"}}));
+  EXPECT_TRUE(contains(q.files.at("README.md"), "cat out/fit-profile.txt"));
+  EXPECT_TRUE(contains(q.files.at("README.md"), "--fit.ckpt_path out/checkpoints/last.ckpt"));
+}
+
 // One row of the matrix: the options, and what config.yaml, the README and the notebook must say.
 struct MatrixRow {
   json options;

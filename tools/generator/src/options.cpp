@@ -224,6 +224,24 @@ json template_defaults(const json& id) {
   return json::object();  // an unknown template is reported by the enum check
 }
 
+// Lightning's max_time string: four whole numbers DD:HH:MM:SS, read as days, hours, minutes and seconds (each may
+// be larger than its unit, as timedelta allows); a limit of zero is refused, since the run would stop at once.
+bool is_max_time(const std::string& s) {
+  int fields = 0;
+  bool nonzero = false;
+  size_t start = 0;
+  while (true) {
+    const size_t colon = s.find(':', start);
+    const std::string part = s.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
+    if (part.empty() || part.size() > 6 || part.find_first_not_of("0123456789") != std::string::npos) return false;
+    nonzero = nonzero || part.find_first_not_of('0') != std::string::npos;
+    ++fields;
+    if (colon == std::string::npos) break;
+    start = colon + 1;
+  }
+  return fields == 4 && nonzero;
+}
+
 }  // namespace
 
 GeneratorError::GeneratorError(std::vector<Problem> problems)
@@ -248,7 +266,8 @@ json option_schema() {
       option("name", "Project name", "Project", "string", "volt_project",
              "folder, CMake target and program name: a letter, then letters, digits, '_' or '-' (64 at most)"),
       option("include_tests", "Include tests", "Project", "bool", true,
-             "a tests/ folder with a smoke test run by ctest (a few batches on CPU)"),
+             "two ctest tests in CMakeLists.txt: a smoke test (a few batches of every stage on CPU) and a check "
+             "that config.yaml reads back"),
       option("sbatch", "SLURM script", "Project", "bool", false,
              "write run.sbatch even for one node (always written when nnodes > 1)"),
       with_choices(option("accelerator", "Accelerator", "Training", "enum", "auto",
@@ -300,10 +319,27 @@ json option_schema() {
       option("early_stopping", "Early stopping", "Handlers", "bool", false,
              "stop when val_loss has not improved for `patience` validations"),
       with_range(option("patience", "Patience", "Handlers", "int", 3, "validations without improvement"), 1, 1000),
+      option("stop_on_nan", "Stop on NaN", "Handlers", "bool", false,
+             "stop training at the step whose training loss is NaN or infinite (EarlyStopping's check_finite)"),
+      option("checkpoint_filename", "Checkpoint name", "Handlers", "string", "",
+             "file name of the ranked checkpoints, ModelCheckpoint's template: {epoch}, {step} and logged metrics "
+             "such as {val_loss:.4f}; empty: {epoch}-{val_loss:.4f} (or {epoch}-{step} without save_best)"),
+      option("max_time", "Time limit", "Handlers", "string", "",
+             "stop training after this long, as Lightning's max_time: DD:HH:MM:SS (e.g. 00:01:30:00); the run "
+             "saves its checkpoints as at a normal end; empty: no limit"),
+      option("lr_find", "Find the learning rate", "Training", "bool", false,
+             "before fit, sweep the learning rate (Lightning's Tuner.lr_find) and train with its suggestion "
+             "instead of lr; the curve is drawn to lr_find.svg"),
       with_choices(option("logger", "Loggers", "Loggers", "list", json::array({"csv"}),
                           "where the run's metrics go, in lightning_logs/version_N: csv (metrics.csv, drawn by volt "
                           "plot), tensorboard (event files for TensorBoard), both (csv,tensorboard), or none"),
                    {"csv", "tensorboard"}),
+      option("default_root_dir", "Output folder", "Loggers", "string", ".",
+             "the folder every run writes into (lightning_logs/, checkpoints, profiles), relative to where the "
+             "program runs"),
+      with_range(option("log_every_n_steps", "Log every N steps", "Loggers", "int", 50,
+                        "how often the loggers record the per-step values"),
+                 1, 1000000),
       with_choices(option("profiler", "Profiler", "Loggers", "enum", "none",
                           "simple: time of every action, a table at the end of fit and fit-profile.txt; advanced: "
                           "per-call statistics (min, max, mean, stddev, percentiles); pytorch: LibTorch's profiler, "
@@ -456,6 +492,33 @@ Validation validate(const json& input) {
   }
 
   // Handlers.
+  const std::string max_time = o["max_time"];
+  if (!max_time.empty() && !is_max_time(max_time)) {
+    v.errors.push_back({"max_time", "'" + printable(max_time) +
+                                        "' is not a time limit: give DD:HH:MM:SS (days, hours, minutes, seconds as "
+                                        "whole numbers, not all zero), e.g. 00:01:30:00 for an hour and a half, or "
+                                        "leave it empty for no limit"});
+  }
+  const std::string filename = o["checkpoint_filename"];
+  if (filename.find_first_of("/\\") != std::string::npos || filename == "." || filename == ".." ||
+      filename.find_first_of("\"'`$;|&<>\n\r\t") != std::string::npos) {
+    v.errors.push_back({"checkpoint_filename", "'" + printable(filename) +
+                                                   "' is not a file name template: no folders ('/'), quotes or "
+                                                   "shell characters; e.g. best-{epoch}-{val_loss:.4f}"});
+  } else if (std::count(filename.begin(), filename.end(), '{') != std::count(filename.begin(), filename.end(), '}')) {
+    v.errors.push_back({"checkpoint_filename", "'" + printable(filename) +
+                                                   "' has unbalanced braces: each {key} or {key:spec} opens and "
+                                                   "closes, e.g. {epoch}-{val_loss:.4f}"});
+  }
+  const std::string root = o["default_root_dir"];
+  if (root.empty() || root.front() == '/' || root.find("..") != std::string::npos ||
+      root.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-/") !=
+          std::string::npos) {
+    v.errors.push_back({"default_root_dir", "'" + printable(root) +
+                                                "' is not a folder inside the project: give a relative path of "
+                                                "letters, digits, '.', '_', '-' and '/' without '..', e.g. runs (an "
+                                                "absolute one can be given at run time: --trainer.default_root_dir)"});
+  }
   const std::string tmpl = o["template"];
   if (tmpl == "gan") {
     force("save_best", false, "template=gan", "a GAN has no validation loss to rank checkpoints by");

@@ -60,6 +60,14 @@ std::string tpu_vm_name(const std::string& project) {
   return out + "-tpu";
 }
 
+/// Where a run writes, relative to the folder the program runs in: "" for trainer.default_root_dir ".", else the
+/// folder and a slash.
+std::string root_prefix(const json& o) {
+  std::string root = o["default_root_dir"];
+  while (root.size() > 1 && root.back() == '/') root.pop_back();
+  return root == "." || root == "./" ? std::string() : root + "/";
+}
+
 /// The loggers and the profiler: config.yaml's trainer.logger and trainer.profiler, and which parts of the README's
 /// "Logs" section and of the notebook apply.
 void set_observability(mu::data& d, const json& o) {
@@ -89,7 +97,7 @@ void set_observability(mu::data& d, const json& o) {
   d.set("profiler_pytorch", profiler == "pytorch");
   d.set("logs_section", !loggers.empty() || profiler != "none");
   // The profiler writes into the first logger's folder, or where the program runs when there is no logger.
-  d.set("profile_dir", std::string(loggers.empty() ? "" : "lightning_logs/version_0/"));
+  d.set("profile_dir", loggers.empty() ? root_prefix(o) : root_prefix(o) + "lightning_logs/version_0/");
 }
 
 mu::data context(const json& o, const json& meta, const std::string& command) {
@@ -107,6 +115,17 @@ mu::data context(const json& o, const json& meta, const std::string& command) {
   d.set("trainer_devices", dist == "off" ? std::string("1") : std::to_string(nproc));
   d.set("trainer_strategy", xla ? "xla" : dist == "launch" ? "ddp" : dist == "spawn" ? "ddp_spawn" : "auto");
   set_observability(d, o);
+  d.set("max_time_on", !o["max_time"].get<std::string>().empty());
+  d.set("loss_metric", meta.value("loss_metric", std::string("train_loss")));
+  d.set("save_last_on", o["save_last"] == true);  // as a section: the option's own entry is its text, "false"
+  // ModelCheckpoint's folder: the first logger's version folder, or checkpoints/ where the program runs.
+  const bool logs = !o["logger"].empty();
+  const std::string root = root_prefix(o);
+  d.set("logs_root", root + "lightning_logs");
+  d.set("root_where", root.empty() ? std::string("the folder the program runs in")
+                                   : "`" + root + "` (trainer.default_root_dir)");
+  d.set("checkpoint_dir", root + (logs ? "lightning_logs/version_N/checkpoints/" : "checkpoints/"));
+  d.set("last_checkpoint", root + (logs ? "lightning_logs/version_0/checkpoints/last.ckpt" : "checkpoints/last.ckpt"));
   d.set("monitor", std::string(o["save_best"] == true ? "val_loss" : ""));
   d.set("dist_off", dist == "off");
   d.set("dist_launch", dist == "launch");
@@ -165,8 +184,9 @@ std::string render_text(const std::string& path, const std::string& text, const 
   return out;
 }
 
-// A section that is left out keeps the end of its closing tag's line (kainjow's mustache), so READMEs had runs of
-// empty lines where options were off: Markdown gets one empty line at most between blocks.
+// A section that is left out keeps the end of its closing tag's line (kainjow's mustache), so rendered files had
+// runs of empty lines where options were off, and a CMakeLists.txt ended in one: every rendered file gets one
+// empty line at most between blocks and ends in exactly one newline.
 std::string collapse_blank_lines(const std::string& text) {
   std::string out;
   out.reserve(text.size());
@@ -175,6 +195,7 @@ std::string collapse_blank_lines(const std::string& text) {
     newlines = c == '\n' ? newlines + 1 : 0;
     if (newlines <= 2) out += c;
   }
+  while (out.size() >= 2 && out[out.size() - 1] == '\n' && out[out.size() - 2] == '\n') out.pop_back();
   return out;
 }
 
@@ -222,8 +243,7 @@ Project render(const json& options) {
       if (is_template) rel.resize(rel.size() - kSuffix.size());
       if (!wanted(rel, o, meta)) continue;
       std::string text = is_template ? render_text(path, file_text(f), d) : file_text(f);
-      if (is_template && rel.size() > 3 && rel.compare(rel.size() - 3, 3, ".md") == 0)
-        text = collapse_blank_lines(text);
+      if (is_template) text = collapse_blank_lines(text);
       project.files[rel] = std::move(text);
     }
   }
@@ -239,20 +259,21 @@ void add_log_cells(json& cells, const json& o, const std::string& name, const Ma
   const json& loggers = o["logger"];
   const std::string profiler = o["profiler"];
   const std::string dir = "/content/" + name;
+  const std::string root = root_prefix(o);
   int section = 5;
   if (std::find(loggers.begin(), loggers.end(), "tensorboard") != loggers.end()) {
     cells.push_back(markdown("## " + std::to_string(section++) +
                              ". TensorBoard\n\nThe curves and hyperparameters of every run, from the event files in "
-                             "`lightning_logs/version_N` (Colab has TensorBoard)."));
-    cells.push_back(code("%load_ext tensorboard\n%tensorboard --logdir " + dir + "/lightning_logs"));
+                             "`" + root + "lightning_logs/version_N` (Colab has TensorBoard)."));
+    cells.push_back(code("%load_ext tensorboard\n%tensorboard --logdir " + dir + "/" + root + "lightning_logs"));
   }
   if (profiler == "none") return;
   const std::string file = profiler == "pytorch" ? "fit-trace.json" : "fit-profile.txt";
   // The profile is in the latest run's folder (the first logger's), or in the project folder without a logger.
   const std::string find = loggers.empty()
-                               ? "import os\npath = '" + dir + "/" + file + "'\n"
-                               : "import glob, os\nruns = sorted(glob.glob('" + dir +
-                                     "/lightning_logs/version_*'), key=lambda d: int(d.rsplit('_', 1)[1]))\n"
+                               ? "import os\npath = '" + dir + "/" + root + file + "'\n"
+                               : "import glob, os\nruns = sorted(glob.glob('" + dir + "/" + root +
+                                     "lightning_logs/version_*'), key=lambda d: int(d.rsplit('_', 1)[1]))\n"
                                      "path = os.path.join(runs[-1], '" +
                                      file + "')\n";
   if (profiler == "pytorch") {
