@@ -4,6 +4,8 @@
 #include <cmath>
 #include <iostream>
 #include <sstream>
+#include <type_traits>
+#include <utility>
 
 #include <ATen/core/grad_mode.h>
 #include <torch/nn/modules/batchnorm.h>
@@ -37,6 +39,9 @@ std::string epoch_start_text(const std::variant<int64_t, double>& start) {
   out << std::get<double>(start);
   return out.str();
 }
+
+/// BatchNormOptions' momentum: c10::optional<double> in LibTorch 1.13, std::optional in 2.x.
+using Momentum = std::decay_t<decltype(std::declval<torch::nn::BatchNormOptions&>().momentum())>;
 
 /// A batch-norm layer's statistics and the options whose momentum the pass unsets.
 struct BatchNormState {
@@ -343,7 +348,7 @@ void StochasticWeightAveraging::transfer(const TrainerView& view) const {
 void StochasticWeightAveraging::update_batch_norm(TrainerView& view) const {
   std::vector<BatchNormState> layers = batch_norm_layers(view.module());
   if (layers.empty()) return;
-  std::vector<c10::optional<double>> momenta;
+  std::vector<Momentum> momenta;
   {
     at::NoGradGuard no_grad;
     for (auto& bn : layers) {
@@ -351,12 +356,12 @@ void StochasticWeightAveraging::update_batch_norm(TrainerView& view) const {
       bn.running_var.fill_(1.0);
       if (bn.num_batches_tracked.defined()) bn.num_batches_tracked.zero_();
       momenta.push_back(bn.options->momentum());
-      bn.options->momentum(c10::nullopt);  // a cumulative average over the pass
+      bn.options->momentum(Momentum());  // unset: a cumulative average over the pass
     }
   }
   struct RestoreMomenta {
     std::vector<BatchNormState>& layers;
-    std::vector<c10::optional<double>>& momenta;
+    std::vector<Momentum>& momenta;
     ~RestoreMomenta() {
       for (size_t i = 0; i < layers.size(); ++i) layers[i].options->momentum(momenta[i]);
     }
