@@ -401,6 +401,7 @@ void StochasticWeightAveraging::on_load_checkpoint(TrainerView& view, const Chec
   average_.clear();
   if (n_averaged_ == 0) return;
   at::NoGradGuard no_grad;
+  std::vector<at::Tensor> average;  // taken over only once every tensor checked out
   for (const auto& [name, param] : detail::named_tensors(view.module(), /*buffers=*/false)) {
     auto it = checkpoint.tensors.find(kAveragePrefix + name);
     if (it == checkpoint.tensors.end()) {
@@ -414,8 +415,9 @@ void StochasticWeightAveraging::on_load_checkpoint(TrainerView& view, const Chec
           << param.sizes() << "; the checkpoint was written for another model.";
       throw CheckpointError(msg.str());
     }
-    average_.push_back(it->second.to(param.options()).clone());
+    average.push_back(it->second.to(param.options()).clone());
   }
+  average_ = std::move(average);
 }
 
 }  // namespace volt::callbacks

@@ -2,12 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include <ATen/ops/zeros_like.h>
+
 #include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "callbacks/averaging_test_support.h"
+#include "support/fake_trainer_view.h"
 #include "volt/checkpoint_io/torch_checkpoint_io.h"
 #include "volt/core/error.h"
 #include "volt/trainer/trainer.h"
@@ -230,4 +233,20 @@ TEST(EMAWeightAveraging, RefusesBadOptionsWithWhatWasGiven) {
   EXPECT_NE(message(ema_options(0.9, 0)).find("update_every_n_steps=0"), std::string::npos);
   EXPECT_NE(message(ema_options(0.9, 1, -2)).find("update_starting_at_step=-2"), std::string::npos);
   EXPECT_EQ(message(ema_options(0.999)), "no error");
+}
+
+TEST(EMAWeightAveraging, RefusesACheckpointWithoutTheCurrentWeightsOfEveryTensorAndChangesNothing) {
+  AveragingNet model;
+  volt::testing::FakeTrainerView view(&model);
+  EMAWeightAveraging ema(ema_options(0.9));
+  const auto before = volt::testing::state_tensors(model);
+  volt::Checkpoint ckpt;
+  ckpt.tensors["ema.current.fc1.weight"] = at::zeros_like(model.fc1->weight);
+  try {
+    ema.on_load_checkpoint(view, ckpt);
+    FAIL() << "a checkpoint with only ema.current.fc1.weight was accepted";
+  } catch (const volt::CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("'fc1.bias'"), std::string::npos) << e.what();
+  }
+  volt::testing::expect_bitwise_equal(volt::testing::state_tensors(model), before);
 }

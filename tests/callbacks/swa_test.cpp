@@ -16,9 +16,11 @@
 #include <ATen/ops/cos.h>
 #include <ATen/ops/sin.h>
 #include <ATen/ops/stack.h>
+#include <ATen/ops/zeros.h>
 #include <torch/nn/functional/loss.h>
 
 #include "callbacks/averaging_test_support.h"
+#include "support/fake_trainer_view.h"
 #include "volt/core/error.h"
 #include "volt/data/dataloader.h"
 #include "volt/data/dataset.h"
@@ -408,4 +410,24 @@ TEST(StochasticWeightAveraging, RefusesAStartPastMaxEpochsBeforeAnyBatchRuns) {
   volt::Trainer unbounded(steps_only, {std::make_shared<StochasticWeightAveraging>(swa_options({0.02}, 0.5))});
   EXPECT_THROW(unbounded.fit(model, volt::testing::random_loader(16, 8, 1, 8)), ConfigError);
   EXPECT_EQ(model.train_steps, 0);
+}
+
+TEST(StochasticWeightAveraging, RefusesACheckpointWhoseStateHasAnAverageItDoesNotHold) {
+  AveragingNet model;
+  volt::testing::FakeTrainerView view(&model);
+  StochasticWeightAveraging swa(swa_options({0.02}, int64_t{2}));
+  swa.load_state_dict({{"n_averaged", 3}, {"latest_update_epoch", 4}, {"scheduler", nullptr}});
+  volt::Checkpoint ckpt;
+  ckpt.tensors["swa.average.fc1.weight"] = model.fc1->weight.detach().clone();
+  try {
+    swa.on_load_checkpoint(view, ckpt);
+    FAIL() << "a checkpoint without swa.average.fc1.bias was accepted";
+  } catch (const volt::CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("swa.average.fc1.bias"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(swa.average().empty()) << "nothing half-restored";
+  ckpt.tensors["swa.average.fc1.bias"] = at::zeros({7});
+  EXPECT_THROW(swa.on_load_checkpoint(view, ckpt), volt::CheckpointError) << "a bias of the wrong shape";
+  EXPECT_THROW(swa.load_state_dict({{"n_averaged", -1}, {"latest_update_epoch", 0}, {"scheduler", nullptr}}),
+               volt::CheckpointError);
 }
