@@ -20,6 +20,7 @@
 #include "volt/core/step_context.h"
 #include "volt/core/strict_json.h"
 #include "volt/core/tpu_topology.h"
+#include "volt/core/trainer_control.h"
 #include "volt/core/trainer_flags.h"
 #include "volt/core/trainer_options.h"
 #include "volt/core/trainer_state.h"

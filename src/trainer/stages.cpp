@@ -11,6 +11,7 @@
 #include "volt/environments/torchelastic_error_file.h"
 #include "volt/loops/evaluation_loop.h"
 #include "volt/loops/fit_loop.h"
+#include "volt/loops/forward_pass.h"
 #include "volt/loops/prediction_loop.h"
 
 namespace volt {
@@ -26,6 +27,11 @@ auto Trainer::Impl::run_stage(Module& module, connectors::DataConnector& data, S
   auto& state = owner_.state_;
   auto& strategy = *strategy_;
   module_ = &module;
+  data_ = &data;
+  struct DataGuard {
+    connectors::DataConnector*& d;
+    ~DataGuard() { d = nullptr; }
+  } data_guard{data_};
   // Module::log_image/log_text reach the loggers through the view while the stage runs.
   struct ViewGuard {
     Module& m;
@@ -211,14 +217,40 @@ void Trainer::Impl::run_fit(Module& module, connectors::DataConnector& data, con
     auto ctx = impl.loop_context(module, data, &signals);
     phase = {"training (training_step, validation_step, backward, optimizer step, callbacks)", ErrorKind::kError};
     using loops::Hook;
+    loops::FitLoop fit_loop(ctx);
+    // The run's bounds as callbacks see them from on_fit_start on (Lightning's trainer.max_epochs).
+    state.max_epochs = fit_loop.max_epochs();
+    state.max_steps = o.max_steps;
     ctx.hooks.callbacks(Hook::on_fit_start, [&](CB& cb) { cb.on_fit_start(impl); });
     ctx.hooks.module(Hook::on_fit_start, [&] { module.on_fit_start(); });
-    loops::FitLoop fit_loop(ctx);
     fit_loop.run();
     ctx.hooks.callbacks(Hook::on_fit_end, [&](CB& cb) { cb.on_fit_end(impl); });
     ctx.hooks.module(Hook::on_fit_end, [&] { module.on_fit_end(); });
     return 0;
   });
+}
+
+void Trainer::Impl::set_lr_schedulers(std::vector<LRSchedulerConfig> schedulers) {
+  if (owner_.state_.fn != TrainerFn::kFitting) {
+    throw Error("set_lr_schedulers outside fit: the LR schedulers belong to a fit; call it from a fit hook.");
+  }
+  for (const auto& s : schedulers) {
+    if (!s.scheduler) throw ConfigError("set_lr_schedulers got an LR scheduler config without a scheduler.");
+    if (s.frequency < 1) {
+      throw ConfigError("set_lr_schedulers got an LR scheduler with frequency=" + std::to_string(s.frequency) +
+                        "; use 1 or more.");
+    }
+  }
+  // In place: the running loop's context refers to this vector.
+  lr_schedulers_ = std::move(schedulers);
+}
+
+void Trainer::Impl::forward_training_data() {
+  if (owner_.state_.fn != TrainerFn::kFitting || module_ == nullptr || data_ == nullptr) {
+    throw Error("forward_training_data outside fit: it runs the training data of a fit; call it from a fit hook.");
+  }
+  auto ctx = loop_context(*module_, *data_);
+  loops::ForwardPass(ctx).run();
 }
 
 void Trainer::Impl::load_weights(Module& module, const std::string& ckpt_path) {

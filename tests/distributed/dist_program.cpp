@@ -11,13 +11,16 @@
 // --trainers T (T-1 other Trainers fit before the one whose result is written), --throw-rank R
 // --throw-step S (that rank's training_step throws at step S), --after-fit FILE (main appends
 // a line to FILE after the fits: code after fit), --evaluate 1 (after the fits: validate and
-// predict, their results written too).
+// predict, their results written too), --batchnorm 1 (a BatchNorm1d after the first layer; buffers
+// are written too), --swa E (StochasticWeightAveraging from 1-based epoch E), --ema DECAY
+// (EMAWeightAveraging).
 #include <signal.h>
 #include <unistd.h>
 
 #include <ATen/ops/randn.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
 
@@ -32,6 +35,8 @@
 #include <thread>
 
 #include "volt/callbacks/callback.h"
+#include "volt/callbacks/ema_weight_averaging.h"
+#include "volt/callbacks/stochastic_weight_averaging.h"
 #include "volt/core/error.h"
 #include "volt/core/module.h"
 #include "volt/data/dataloader.h"
@@ -56,7 +61,12 @@ class TinyMLP : public volt::Module {
   TinyMLP() {
     torch::manual_seed(1234);
     fc1 = register_module("fc1", torch::nn::Linear(8, 16));
+    if (g_args.count("batchnorm")) bn = register_module("bn", torch::nn::BatchNorm1d(16));
     fc2 = register_module("fc2", torch::nn::Linear(16, 1));
+  }
+  at::Tensor hidden(const at::Tensor& x) {
+    at::Tensor h = fc1->forward(x);
+    return torch::tanh(bn ? bn->forward(h) : h);
   }
   at::Tensor training_step(volt::Batch& batch, volt::StepContext& ctx) override {
     const int64_t die_rank = arg_int("die-rank", -1);
@@ -78,22 +88,21 @@ class TinyMLP : public volt::Module {
       ::kill(::getpid(), SIGTERM);
     }
     ++steps_;
-    at::Tensor out = fc2->forward(torch::tanh(fc1->forward(batch[0])));
+    at::Tensor out = fc2->forward(hidden(batch[0]));
     at::Tensor loss = torch::nn::functional::mse_loss(out.to(at::kFloat), batch[1].to(at::kFloat));
     if (g_args.count("sync-log")) ctx.log("rank_value", static_cast<double>(rank), {.sync_dist = true});
     return loss;
   }
   void validation_step(volt::Batch& batch, volt::StepContext& ctx) override {
-    at::Tensor out = fc2->forward(torch::tanh(fc1->forward(batch[0])));
+    at::Tensor out = fc2->forward(hidden(batch[0]));
     ctx.log("val_loss", torch::nn::functional::mse_loss(out, batch[1]), {.sync_dist = true});
   }
-  at::Tensor predict_step(volt::Batch& batch, volt::StepContext&) override {
-    return fc2->forward(torch::tanh(fc1->forward(batch[0])));
-  }
+  at::Tensor predict_step(volt::Batch& batch, volt::StepContext&) override { return fc2->forward(hidden(batch[0])); }
   volt::OptimizerConfig configure_optimizers() override {
     return volt::OptimizerConfig(std::make_shared<torch::optim::SGD>(parameters(), torch::optim::SGDOptions(0.05)));
   }
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+  torch::nn::BatchNorm1d bn{nullptr};
   int64_t steps_ = 0;
 };
 
@@ -128,6 +137,15 @@ void write_params(std::ostream& file, const torch::nn::Module& model) {
       char buf[64];
       std::snprintf(buf, sizeof(buf), "%a", static_cast<double>(d[i]));
       file << "p " << buf << "\n";
+    }
+  }
+  for (const auto& b : model.buffers()) {
+    if (!b.is_floating_point()) continue;
+    at::Tensor flat = b.detach().to(at::kCPU, at::kDouble).reshape({-1}).contiguous();
+    for (int64_t i = 0; i < flat.numel(); ++i) {
+      char buf[64];
+      std::snprintf(buf, sizeof(buf), "%a", flat.data_ptr<double>()[i]);
+      file << "b " << buf << "\n";
     }
   }
 }
@@ -207,6 +225,18 @@ int main(int argc, char** argv) {
     std::vector<std::shared_ptr<volt::callbacks::Callback>> callbacks;
     if (g_args.count("check-no-sync")) callbacks.push_back(agreement);
     if (g_args.count("dump-ranks")) callbacks.push_back(std::make_shared<DumpRanks>(out, self));
+    if (g_args.count("swa")) {
+      volt::callbacks::StochasticWeightAveraging::Options swa;
+      swa.swa_lrs = {0.02};
+      swa.swa_epoch_start = arg_int("swa", 2);
+      swa.annealing_epochs = 1;
+      callbacks.push_back(std::make_shared<volt::callbacks::StochasticWeightAveraging>(swa));
+    }
+    if (g_args.count("ema")) {
+      volt::callbacks::EMAWeightAveraging::Options ema;
+      ema.decay = std::stod(arg("ema", "0.9"));
+      callbacks.push_back(std::make_shared<volt::callbacks::EMAWeightAveraging>(ema));
+    }
     for (int64_t t = 1; t < arg_int("trainers", 1); ++t) {
       // Earlier Trainers of the same program: each joins the job as a process group of its own.
       volt::Trainer earlier(o);

@@ -57,6 +57,8 @@ std::string out_prefix(const std::string& name) {
 struct Result {
   std::map<std::string, std::string> fields;
   std::vector<double> params;
+  /// Floating-point buffers (batch-norm statistics), when the program writes them.
+  std::vector<double> buffers;
 };
 
 Result read_result(const std::string& path) {
@@ -73,6 +75,8 @@ Result read_result(const std::string& path) {
       in >> value;
       if (key == "p") {
         r.params.push_back(std::strtod(value.c_str(), nullptr));
+      } else if (key == "b") {
+        r.buffers.push_back(std::strtod(value.c_str(), nullptr));
       } else {
         r.fields[key] = value;
       }
@@ -147,6 +151,37 @@ TEST(DDPStrategy, GradientAccumulationMatchesOneProcessAndSkipsSyncInsideTheWind
   // second (synchronising) backward they agree exactly.
   EXPECT_GT(std::stod(r[0].fields.at("unsynced_grad_diff")), 1e-3);
   EXPECT_EQ(std::stod(r[0].fields.at("synced_grad_diff")), 0.0);
+}
+
+// StochasticWeightAveraging under ddp: the same average on both ranks, and the batch-norm
+// statistics of the final pass (each rank on its half of the data) averaged across them.
+TEST(DDPStrategy, StochasticWeightAveragingEndsWithTheSameWeightsAndStatisticsOnBothRanks) {
+  const std::string swa = out_prefix("swa"), plain = out_prefix("swa_ref");
+  const std::string run_args = "--strategy ddp --devices 2 --steps -1 --epochs 3 --samples 256 --batchnorm 1";
+  const Outcome a = run(train(swa, run_args + " --swa 2"));
+  ASSERT_EQ(a.code, 0) << a.output;
+  const Outcome b = run(train(plain, run_args));
+  ASSERT_EQ(b.code, 0) << b.output;
+  const Result r0 = read_result(swa + ".rank0"), r1 = read_result(swa + ".rank1"), ref = read_result(plain + ".rank0");
+  ASSERT_FALSE(r0.params.empty());
+  ASSERT_FALSE(r0.buffers.empty());
+  EXPECT_EQ(r0.params, r1.params);
+  EXPECT_EQ(r0.buffers, r1.buffers) << "the batch-norm statistics must be averaged across the ranks";
+  EXPECT_GT(max_abs_diff(r0.params, ref.params), 1e-6) << "the average must differ from the last weights";
+  EXPECT_NE(read_result(plain + ".rank0").buffers, read_result(plain + ".rank1").buffers)
+      << "without SWA each rank keeps the statistics of its own data (the check above can fail)";
+}
+
+TEST(DDPStrategy, EmaWeightAveragingEndsWithTheSameAverageOnBothRanks) {
+  const std::string ema = out_prefix("ema"), plain = out_prefix("ema_ref");
+  const Outcome a = run(train(ema, "--strategy ddp --devices 2 --steps 30 --ema 0.8"));
+  ASSERT_EQ(a.code, 0) << a.output;
+  const Outcome b = run(train(plain, "--strategy ddp --devices 2 --steps 30"));
+  ASSERT_EQ(b.code, 0) << b.output;
+  const Result r0 = read_result(ema + ".rank0"), r1 = read_result(ema + ".rank1"), ref = read_result(plain + ".rank0");
+  ASSERT_FALSE(r0.params.empty());
+  EXPECT_EQ(r0.params, r1.params);
+  EXPECT_GT(max_abs_diff(r0.params, ref.params), 1e-6) << "the average must differ from the last weights";
 }
 
 TEST(DDPStrategy, SmallBucketsGiveTheSameResult) {

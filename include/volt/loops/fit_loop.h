@@ -12,10 +12,12 @@ class FitLoop : public Loop {
   void run();
   /// Whether the loop has nothing left to do.
   bool done() const;
+  /// The epochs the fit may run: max_epochs, or Lightning's 1000 when neither max_epochs
+  /// nor max_steps is set, or -1 (no limit) when only max_steps is.
+  int64_t max_epochs() const;
 
  private:
   void run_sanity_check();
-  int64_t max_epochs() const;
   bool min_reached() const;
   TrainingEpochLoop epoch_loop_;
 };

@@ -19,6 +19,7 @@
 #include "volt/connectors/signal_connector.h"
 #include "volt/core/error.h"
 #include "volt/core/error_boundary.h"
+#include "volt/core/trainer_control.h"
 #include "volt/loggers/csv_logger.h"
 #include "volt/loggers/logger_registry.h"
 #include "volt/loops/loop.h"
@@ -27,7 +28,7 @@
 
 namespace volt {
 
-class Trainer::Impl : public TrainerView {
+class Trainer::Impl : public TrainerView, public TrainerControl {
  public:
   Impl(Trainer& owner, std::vector<std::shared_ptr<callbacks::Callback>> user_callbacks,
        std::vector<std::shared_ptr<loggers::Logger>> user_loggers, connectors::PluginObjects plugins)
@@ -138,6 +139,12 @@ class Trainer::Impl : public TrainerView {
   std::string broadcast_from_rank_zero(const std::string& value) override {
     return strategy_->broadcast_object(value, 0);
   }
+  // --- TrainerControl ---
+  at::Tensor all_reduce_mean(const at::Tensor& tensor) override {
+    return strategy_->all_reduce(tensor, strategies::ReduceOp::kMean);
+  }
+  void set_lr_schedulers(std::vector<LRSchedulerConfig> schedulers) override;
+  void forward_training_data() override;
 
   connectors::CheckpointParts parts() {
     return connectors::CheckpointParts{*module_, optimizers_, lr_schedulers_, owner_.state_,
@@ -252,6 +259,8 @@ class Trainer::Impl : public TrainerView {
   connectors::LoggerConnector logger_connector_;
   connectors::CheckpointConnector checkpoint_connector_;
   Module* module_ = nullptr;
+  /// The data of the stage that runs now (nullptr between stages).
+  connectors::DataConnector* data_ = nullptr;
   /// The `profiler` option's profiler or Trainer::set_profiler's; nullptr: profiling off.
   std::shared_ptr<profilers::Profiler> profiler_;
   std::vector<std::shared_ptr<torch::optim::Optimizer>> optimizers_;
