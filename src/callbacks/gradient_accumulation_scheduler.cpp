@@ -23,8 +23,9 @@ std::string values_of(const std::map<int64_t, int64_t>& m) {
 GradientAccumulationScheduler::GradientAccumulationScheduler(std::map<int64_t, int64_t> scheduling)
     : scheduling_(std::move(scheduling)) {
   if (scheduling_.empty()) {
-    throw ConfigError("GradientAccumulationScheduler got an empty schedule. Give {epoch: factor} pairs, e.g. "
-                      "{{0, 1}, {4, 2}} to accumulate 2 batches from epoch 4 on.");
+    throw ConfigError(
+        "GradientAccumulationScheduler got an empty schedule. Give {epoch: factor} pairs, e.g. "
+        "{{0, 1}, {4, 2}} to accumulate 2 batches from epoch 4 on.");
   }
   if (scheduling_.begin()->first < 0) {
     throw ConfigError("GradientAccumulationScheduler: epochs must be 0 or more (0-based). Got " + keys_of(scheduling_) +
@@ -33,8 +34,8 @@ GradientAccumulationScheduler::GradientAccumulationScheduler(std::map<int64_t, i
   for (const auto& [epoch, factor] : scheduling_) {
     if (factor < 1) {
       throw ConfigError("GradientAccumulationScheduler: accumulation factors must be 1 or more. Got " +
-                        values_of(scheduling_) + " (epoch " + std::to_string(epoch) + " has " +
-                        std::to_string(factor) + ").");
+                        values_of(scheduling_) + " (epoch " + std::to_string(epoch) + " has " + std::to_string(factor) +
+                        ").");
     }
   }
   scheduling_.emplace(0, 1);  // no-op when epoch 0 is scheduled

@@ -9,12 +9,14 @@ namespace volt::callbacks {
 OnExceptionCheckpoint::OnExceptionCheckpoint(std::string dirpath, std::string filename)
     : dirpath_(std::move(dirpath)), filename_(std::move(filename)) {
   if (dirpath_.empty()) {
-    throw ConfigError("OnExceptionCheckpoint got an empty dirpath. Give the folder for the checkpoint, e.g. \".\" or "
-                      "\"checkpoints\".");
+    throw ConfigError(
+        "OnExceptionCheckpoint got an empty dirpath. Give the folder for the checkpoint, e.g. \".\" or "
+        "\"checkpoints\".");
   }
   if (filename_.empty()) {
-    throw ConfigError("OnExceptionCheckpoint: the filename cannot be empty. Give a name without extension, e.g. "
-                      "\"on_exception\" (the default).");
+    throw ConfigError(
+        "OnExceptionCheckpoint: the filename cannot be empty. Give a name without extension, e.g. "
+        "\"on_exception\" (the default).");
   }
   if (filename_.find('/') != std::string::npos) {
     throw ConfigError("OnExceptionCheckpoint(filename='" + filename_ +
@@ -44,9 +46,9 @@ void OnExceptionCheckpoint::on_exception(TrainerView& view, const std::exception
     return;
   }
   if (state.is_global_zero && !state.fast_dev_run) {
-    std::cerr << "volt: fit failed at step " << state.global_step << " (epoch " << state.current_epoch
-              << "); saved " << path << ". Resume with fit(..., ckpt_path=\"" << path << "\") once fixed. The error: "
-              << error.what() << "\n";
+    std::cerr << "volt: fit failed at step " << state.global_step << " (epoch " << state.current_epoch << "); saved "
+              << path << ". Resume with fit(..., ckpt_path=\"" << path << "\") once fixed. The error: " << error.what()
+              << "\n";
   }
 }
 

@@ -52,9 +52,13 @@ std::shared_ptr<GradientAccumulationScheduler> schedule(std::map<int64_t, int64_
 TEST(GradientAccumulationScheduler, RefusesAnEmptyScheduleNegativeEpochsAndFactorsBelowOne) {
   using volt::testing::error_message;
   EXPECT_TRUE(mentions(error_message<ConfigError>([] { GradientAccumulationScheduler(Plan{}); }), {"empty"}));
-  EXPECT_TRUE(mentions(error_message<ConfigError>([] { GradientAccumulationScheduler(Plan{{-1, 2}, {3, 4}}); }),
+  EXPECT_TRUE(mentions(error_message<ConfigError>([] {
+                         GradientAccumulationScheduler(Plan{{-1, 2}, {3, 4}});
+                       }),
                        {"0 or more", "[-1, 3]"}));
-  EXPECT_TRUE(mentions(error_message<ConfigError>([] { GradientAccumulationScheduler(Plan{{0, 1}, {2, 0}}); }),
+  EXPECT_TRUE(mentions(error_message<ConfigError>([] {
+                         GradientAccumulationScheduler(Plan{{0, 1}, {2, 0}});
+                       }),
                        {"1 or more", "[1, 0]", "epoch 2 has 0"}));
 }
 
@@ -74,7 +78,9 @@ TEST(GradientAccumulationScheduler, RefusesTheAccumulateGradBatchesFlagWhenTheTr
   ScratchDir dir;
   auto o = volt::testing::quiet_options(dir.path());
   o.accumulate_grad_batches = 2;
-  EXPECT_TRUE(mentions(volt::testing::error_message<ConfigError>([&] { volt::Trainer(o, {schedule({{0, 2}})}); }),
+  EXPECT_TRUE(mentions(volt::testing::error_message<ConfigError>([&] {
+                         volt::Trainer(o, {schedule({{0, 2}})});
+                       }),
                        {"accumulate_grad_batches=2", "GradientAccumulationScheduler", "Remove"}));
 }
 
@@ -82,9 +88,9 @@ TEST(GradientAccumulationScheduler, RefusesManualOptimizationBeforeAnyBatch) {
   ScratchDir dir;
   volt::Trainer trainer(volt::testing::quiet_options(dir.path()), {schedule({{0, 2}})});
   ManualModule m;
-  EXPECT_TRUE(mentions(volt::testing::error_message<ConfigError>(
-                           [&] { trainer.fit(m, volt::testing::random_loader(8, 2, 1)); }),
-                       {"GradientAccumulationScheduler", "manual optimization"}));
+  EXPECT_TRUE(mentions(
+      volt::testing::error_message<ConfigError>([&] { trainer.fit(m, volt::testing::random_loader(8, 2, 1)); }),
+      {"GradientAccumulationScheduler", "manual optimization"}));
   EXPECT_EQ(m.train_steps, 0);
 }
 

@@ -93,8 +93,8 @@ TEST(Duration, ReadsLightningsDDHHMMSSAndPlainSeconds) {
 }
 
 TEST(Duration, RefusesOtherSpellingsNamingTheTextAndBothForms) {
-  for (const std::string bad : {"1:2:3", "00:00:00:00:00", "a:b:c:d", "00:-1:00:00", "00:00:1.5:00", "-5", "1e3",
-                                "inf", "nan", "", "  ", "0x10", "1.2.3", "ten", "99999999999:00:00:00"}) {
+  for (const std::string bad : {"1:2:3", "00:00:00:00:00", "a:b:c:d", "00:-1:00:00", "00:00:1.5:00", "-5", "1e3", "inf",
+                                "nan", "", "  ", "0x10", "1.2.3", "ten", "99999999999:00:00:00"}) {
     const std::string msg = volt::testing::error_message<ConfigError>([&] { volt::parse_duration(bad, "max_time"); });
     EXPECT_TRUE(mentions(msg, {"max_time='" + bad + "'", "DD:HH:MM:SS", "seconds"})) << bad;
   }
@@ -197,7 +197,7 @@ TEST(Timer, StopsAFitAfterTheBatchInWhichTheTimeRanOutAndModelCheckpointSaves) {
   volt::callbacks::ModelCheckpoint::Options mo;
   mo.dirpath = dir / "ckpts";
   volt::Trainer trainer(o, {timer, std::make_shared<volt::callbacks::ModelCheckpoint>(mo)});
-  TickingModule m(c, 1.0);  // each step: one second
+  TickingModule m(c, 1.0);                                 // each step: one second
   trainer.fit(m, volt::testing::random_loader(64, 2, 1));  // 32 batches
   EXPECT_EQ(trainer.global_step(), 10);
   EXPECT_EQ(m.train_steps, 10);

@@ -170,8 +170,8 @@ TEST(DDPStrategy, GradientAccumulationSchedulerSkipsSyncInsideTheWindow) {
 
 TEST(DDPStrategy, MaxTimeStopsEveryRankAfterTheSameBatch) {
   const std::string out = out_prefix("max_time"), root = out_prefix("max_time_root");
-  const Outcome a = run(train(out, "--strategy ddp --devices 2 --steps -1 --epochs 1000 --step-sleep-ms 20 "
-                                   "--max-time 0.6 --checkpoint 1 --root " + root));
+  const std::string args = "--strategy ddp --devices 2 --steps -1 --epochs 1000 --step-sleep-ms 20 --max-time 0.6 ";
+  const Outcome a = run(train(out, args + "--checkpoint 1 --root " + root));
   ASSERT_EQ(a.code, 0) << a.output;
   EXPECT_TRUE(volt::testing::contains(a.output, "Time limit reached")) << a.output;
   const Result r0 = read_result(out + ".rank0"), r1 = read_result(out + ".rank1");
@@ -186,16 +186,16 @@ TEST(DDPStrategy, MaxTimeStopsEveryRankAfterTheSameBatch) {
 
 TEST(DDPStrategy, OnExceptionCheckpointIsWrittenByRankZeroWhenAnotherRankRaisesAndResumes) {
   const std::string out = out_prefix("on_exception"), dir = out_prefix("on_exception_dir");
-  const Outcome a = run(train(out, "--strategy ddp --devices 2 --steps 20 --throw-rank 1 --throw-step 5 "
-                                   "--timeout 30 --on-exception-dir " + dir));
+  const std::string args = "--strategy ddp --devices 2 --steps 20 --throw-rank 1 --throw-step 5 --timeout 30 ";
+  const Outcome a = run(train(out, args + "--on-exception-dir " + dir));
   EXPECT_NE(a.code, 0) << a.output;
   EXPECT_TRUE(volt::testing::contains(a.output, "training_step threw at step 5")) << a.output;
   const std::string ckpt = dir + "/on_exception.ckpt";
   ASSERT_TRUE(fs::exists(ckpt)) << a.output;
   EXPECT_LT(a.seconds, 25) << "rank 0 must not wait for the failed rank in a collective";
   const std::string resumed = out_prefix("on_exception_resumed"), full = out_prefix("on_exception_full");
-  const Outcome r = run(train(resumed, "--strategy ddp --devices 2 --steps 20 --ckpt " + ckpt +
-                                           " --on-exception-dir " + dir));
+  const Outcome r =
+      run(train(resumed, "--strategy ddp --devices 2 --steps 20 --ckpt " + ckpt + " --on-exception-dir " + dir));
   ASSERT_EQ(r.code, 0) << r.output;
   ASSERT_EQ(run(train(full, "--strategy ddp --devices 2 --steps 20")).code, 0);
   EXPECT_EQ(read_result(resumed + ".rank0").fields.at("global_step"), "20");
