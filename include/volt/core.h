@@ -4,6 +4,7 @@
 #include "volt/core/checkpoint.h"
 #include "volt/core/compat.h"
 #include "volt/core/device_placement.h"
+#include "volt/core/duration.h"
 #include "volt/core/environ.h"
 #include "volt/core/error.h"
 #include "volt/core/error_boundary.h"

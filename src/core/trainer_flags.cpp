@@ -8,6 +8,7 @@
 #include <thread>
 #include <type_traits>
 
+#include "volt/core/duration.h"
 #include "volt/core/error.h"
 #include "volt/core/file_check.h"
 
@@ -106,6 +107,10 @@ void check_min_epochs(const O& o) {
 
 void check_max_steps(const O& o) {
   check(o.max_steps >= -1, "max_steps=" + n(o.max_steps) + " is not valid. Use a positive count, or -1 for no limit.");
+}
+
+void check_max_time(const O& o) {
+  if (!o.max_time.empty()) parse_duration(o.max_time, "max_time");
 }
 
 void check_min_steps(const O& o) {
@@ -272,10 +277,12 @@ const std::vector<TrainerFlag>& trainer_flags() {
       VOLT_FLAG(ddp_first_bucket_cap_mb, "1.0", "size (MiB) of the first gradient bucket", check_bucket_caps),
       VOLT_FLAG(ddp_gradient_as_bucket_view, "false", "gradients as views into the reducer's buckets"),
       // how long
-      VOLT_FLAG(max_epochs, "-1", "stop after this many epochs; -1: 1000 if max_steps is -1, else no limit",
+      VOLT_FLAG(max_epochs, "-1",
+                "stop after this many epochs; -1: 1000 if max_steps is -1 and no max_time, else no limit",
                 check_max_epochs),
       VOLT_FLAG(min_epochs, "0", "train at least this many epochs", check_min_epochs),
       VOLT_FLAG(max_steps, "-1", "stop after this many optimizer steps; -1: no limit", check_max_steps),
+      VOLT_FLAG(max_time, "", "stop training after this long: DD:HH:MM:SS or seconds; empty: no limit", check_max_time),
       VOLT_FLAG(min_steps, "0", "train at least this many optimizer steps", check_min_steps),
       VOLT_FLAG(limit_train_batches, "1.0", "training batches per epoch: a count, or a fraction of the loader",
                 check_limit_train),

@@ -3,6 +3,8 @@
 #include <iostream>
 
 #include "loops/detail/stop_rules.h"
+#include "volt/callbacks/timer.h"
+#include "volt/connectors/callback_connector.h"
 #include "volt/core/error.h"
 #include "volt/loops/evaluation_loop.h"
 
@@ -11,7 +13,12 @@ namespace volt::loops {
 int64_t FitLoop::max_epochs() const {
   const auto& o = ctx_.options;
   if (o.max_epochs >= 0) return o.max_epochs;
-  return o.max_steps < 0 ? 1000 : -1;  // Lightning: 1000 epochs unless max_steps bounds the run
+  // Lightning: 1000 epochs unless max_steps or a Timer (max_time) bounds the run.
+  if (o.max_steps >= 0) return -1;
+  for (const auto& cb : ctx_.callbacks.callbacks()) {
+    if (dynamic_cast<const callbacks::Timer*>(cb.get()) != nullptr) return -1;
+  }
+  return 1000;
 }
 
 bool FitLoop::min_reached() const {
@@ -48,6 +55,7 @@ void FitLoop::run() {
   using CB = callbacks::Callback;
   state.max_epochs = max_epochs();
   state.max_steps = ctx_.options.max_steps;
+  state.accumulate_grad_batches = ctx_.options.accumulate_grad_batches;
   state.should_stop = false;
   state.log_every_n_steps = ctx_.options.log_every_n_steps;
   state.val_check_interval = ctx_.options.val_check_interval;

@@ -96,14 +96,12 @@ void TrainingEpochLoop::run() {
   auto& module = ctx_.module;
   auto& view = ctx_.view;
   auto& strategy = ctx_.strategy;
-  const auto& o = ctx_.options;
   using CB = callbacks::Callback;
   const Hooks& hooks = ctx_.hooks;
 
   auto& loader = *ctx_.data.train_loader();
   const int64_t num_batches = state.num_training_batches;
   const bool automatic = module.automatic_optimization();
-  const int64_t accumulate = o.accumulate_grad_batches;
 
   state.stage = RunningStage::kTraining;
   detail::LoopStepContext step_ctx(ctx_, RunningStage::kTraining);
@@ -115,6 +113,8 @@ void TrainingEpochLoop::run() {
   step_ctx.set_in_epoch_hook(true);
   hooks.module(Hook::on_train_epoch_start, [&] { module.on_train_epoch_start(); });
   step_ctx.set_in_epoch_hook(false);
+  // Read once per epoch, after on_train_epoch_start, where a GradientAccumulationScheduler sets it.
+  const int64_t accumulate = state.accumulate_grad_batches;
 
   loader.set_epoch(state.current_epoch);
   auto stream = loader.stream(state.batches_done);

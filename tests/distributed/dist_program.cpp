@@ -13,7 +13,9 @@
 // a line to FILE after the fits: code after fit), --evaluate 1 (after the fits: validate and
 // predict, their results written too), --batchnorm 1 (a BatchNorm1d after the first layer; buffers
 // are written too), --swa E (StochasticWeightAveraging from 1-based epoch E), --ema DECAY
-// (EMAWeightAveraging).
+// (EMAWeightAveraging), --max-time T (the max_time flag) --step-sleep-ms M (each
+// training_step sleeps), --accum-schedule "0:1,1:2" (a GradientAccumulationScheduler),
+// --on-exception-dir D (an OnExceptionCheckpoint into D).
 #include <signal.h>
 #include <unistd.h>
 
@@ -36,6 +38,8 @@
 
 #include "volt/callbacks/callback.h"
 #include "volt/callbacks/ema_weight_averaging.h"
+#include "volt/callbacks/gradient_accumulation_scheduler.h"
+#include "volt/callbacks/on_exception_checkpoint.h"
 #include "volt/callbacks/stochastic_weight_averaging.h"
 #include "volt/core/error.h"
 #include "volt/core/module.h"
@@ -86,6 +90,9 @@ class TinyMLP : public volt::Module {
     if (rank == 0 && steps_ == arg_int("interrupt-step", -1)) {
       // As a scheduler would: SIGTERM to rank 0, which passes it on to the other ranks.
       ::kill(::getpid(), SIGTERM);
+    }
+    if (g_args.count("step-sleep-ms")) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(arg_int("step-sleep-ms", 0)));
     }
     ++steps_;
     at::Tensor out = fc2->forward(hidden(batch[0]));
@@ -218,6 +225,7 @@ int main(int argc, char** argv) {
   o.process_group_timeout_s = static_cast<double>(arg_int("timeout", 60));
   o.rendezvous_timeout_s = static_cast<double>(arg_int("rendezvous-timeout", 60));
   if (g_args.count("bucket-mb")) o.ddp_bucket_cap_mb = std::stod(arg("bucket-mb", "25"));
+  o.max_time = arg("max-time", "");
   const std::string out = arg("out", "/tmp/volt_dist_program.out");
   try {
     volt::Trainer* self = nullptr;
@@ -236,6 +244,18 @@ int main(int argc, char** argv) {
       volt::callbacks::EMAWeightAveraging::Options ema;
       ema.decay = std::stod(arg("ema", "0.9"));
       callbacks.push_back(std::make_shared<volt::callbacks::EMAWeightAveraging>(ema));
+    }
+    if (g_args.count("accum-schedule")) {
+      std::map<int64_t, int64_t> plan;
+      std::string spec = arg("accum-schedule", "") + ",";
+      for (size_t at = 0, comma; (comma = spec.find(',', at)) != std::string::npos; at = comma + 1) {
+        const std::string pair = spec.substr(at, comma - at);
+        plan[std::stoll(pair.substr(0, pair.find(':')))] = std::stoll(pair.substr(pair.find(':') + 1));
+      }
+      callbacks.push_back(std::make_shared<volt::callbacks::GradientAccumulationScheduler>(plan));
+    }
+    if (g_args.count("on-exception-dir")) {
+      callbacks.push_back(std::make_shared<volt::callbacks::OnExceptionCheckpoint>(arg("on-exception-dir", "")));
     }
     for (int64_t t = 1; t < arg_int("trainers", 1); ++t) {
       // Earlier Trainers of the same program: each joins the job as a process group of its own.

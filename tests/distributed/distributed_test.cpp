@@ -184,6 +184,61 @@ TEST(DDPStrategy, EmaWeightAveragingEndsWithTheSameAverageOnBothRanks) {
   EXPECT_GT(max_abs_diff(r0.params, ref.params), 1e-6) << "the average must differ from the last weights";
 }
 
+// Training extras under ddp (docs/training-extras.md): the decisions agree across ranks.
+TEST(DDPStrategy, GradientAccumulationSchedulerChangesTheStepsPerEpochOnEveryRankAsInOneProcess) {
+  // 640 samples, 8 per rank: 40 batches an epoch; factor 1, then 2: 40 + 20 steps.
+  const auto r = ddp_and_one_process("accum_schedule", 8, "--steps -1 --epochs 2 --accum-schedule 0:1,1:2");
+  EXPECT_EQ(r[0].fields.at("global_step"), "60");
+  EXPECT_EQ(r[1].fields.at("global_step"), "60");
+  EXPECT_EQ(r[2].fields.at("global_step"), "60");
+  EXPECT_EQ(r[0].params, r[1].params);
+  EXPECT_LE(max_abs_diff(r[0].params, r[2].params), 1e-5);
+}
+
+TEST(DDPStrategy, GradientAccumulationSchedulerSkipsSyncInsideTheWindow) {
+  const auto r = ddp_and_one_process("accum_schedule_sync", 8, "--steps 20 --accum-schedule 0:2", "--check-no-sync 1");
+  EXPECT_EQ(r[0].params, r[1].params);
+  EXPECT_LE(max_abs_diff(r[0].params, r[2].params), 1e-5);
+  EXPECT_GT(std::stod(r[0].fields.at("unsynced_grad_diff")), 1e-3);
+  EXPECT_EQ(std::stod(r[0].fields.at("synced_grad_diff")), 0.0);
+}
+
+TEST(DDPStrategy, MaxTimeStopsEveryRankAfterTheSameBatch) {
+  const std::string out = out_prefix("max_time"), root = out_prefix("max_time_root");
+  const std::string args = "--strategy ddp --devices 2 --steps -1 --epochs 1000 --step-sleep-ms 20 --max-time 0.6 ";
+  const Outcome a = run(train(out, args + "--checkpoint 1 --root " + root));
+  ASSERT_EQ(a.code, 0) << a.output;
+  EXPECT_TRUE(volt::testing::contains(a.output, "Time limit reached")) << a.output;
+  const Result r0 = read_result(out + ".rank0"), r1 = read_result(out + ".rank1");
+  EXPECT_EQ(r0.fields.at("global_step"), r1.fields.at("global_step"));
+  const int steps = std::stoi(r0.fields.at("global_step"));
+  EXPECT_GT(steps, 0);
+  EXPECT_LT(steps, 600);  // 0.6 s at 20 ms or more a step: well under 30 steps
+  EXPECT_EQ(r0.params, r1.params);
+  // ModelCheckpoint saved the stopped run (epoch 0 is cut short: 40 batches take 0.8 s).
+  EXPECT_TRUE(fs::exists(root + "/checkpoints/epoch=0-step=" + std::to_string(steps) + ".ckpt")) << a.output;
+}
+
+TEST(DDPStrategy, OnExceptionCheckpointIsWrittenByRankZeroWhenAnotherRankRaisesAndResumes) {
+  const std::string out = out_prefix("on_exception"), dir = out_prefix("on_exception_dir");
+  const std::string args = "--strategy ddp --devices 2 --steps 20 --throw-rank 1 --throw-step 5 --timeout 30 ";
+  const Outcome a = run(train(out, args + "--on-exception-dir " + dir));
+  EXPECT_NE(a.code, 0) << a.output;
+  EXPECT_TRUE(volt::testing::contains(a.output, "training_step threw at step 5")) << a.output;
+  const std::string ckpt = dir + "/on_exception.ckpt";
+  ASSERT_TRUE(fs::exists(ckpt)) << a.output;
+  EXPECT_LT(a.seconds, 25) << "rank 0 must not wait for the failed rank in a collective";
+  const std::string resumed = out_prefix("on_exception_resumed"), full = out_prefix("on_exception_full");
+  const Outcome r =
+      run(train(resumed, "--strategy ddp --devices 2 --steps 20 --ckpt " + ckpt + " --on-exception-dir " + dir));
+  ASSERT_EQ(r.code, 0) << r.output;
+  ASSERT_EQ(run(train(full, "--strategy ddp --devices 2 --steps 20")).code, 0);
+  EXPECT_EQ(read_result(resumed + ".rank0").fields.at("global_step"), "20");
+  EXPECT_EQ(read_result(resumed + ".rank0").params, read_result(full + ".rank0").params);
+  EXPECT_EQ(read_result(resumed + ".rank1").params, read_result(full + ".rank0").params);
+  EXPECT_FALSE(fs::exists(ckpt)) << "a fit that succeeds removes the checkpoint";
+}
+
 TEST(DDPStrategy, SmallBucketsGiveTheSameResult) {
   const std::string big = out_prefix("bucket_big"), small = out_prefix("bucket_small");
   ASSERT_EQ(run(train(big, "--strategy ddp --devices 2 --steps 10")).code, 0);

@@ -46,10 +46,13 @@ struct TrainerOptions {
   bool ddp_gradient_as_bucket_view = false;
 
   // --- how long ---
-  /// -1: 1000 when max_steps is -1, else unlimited (Lightning).
+  /// -1: 1000 when max_steps is -1 and no Timer (max_time) bounds the run, else unlimited (Lightning).
   int64_t max_epochs = -1;
   int64_t min_epochs = 0;
   int64_t max_steps = -1;
+  /// Stop training after this long (Lightning's max_time): "DD:HH:MM:SS" or a number of
+  /// seconds; empty: no limit. Adds a Timer callback (interval "step") unless one is given.
+  std::string max_time;
   int64_t min_steps = 0;
   BatchLimit limit_train_batches;
   BatchLimit limit_val_batches;

@@ -52,6 +52,10 @@ struct TrainerState {
   int64_t num_eval_batches = 0;
   int64_t max_epochs = -1;
   int64_t max_steps = -1;
+  /// Batches per optimizer step in the current training epoch: the accumulate_grad_batches
+  /// flag (set when a fit starts), or what a callback asked for in on_train_epoch_start
+  /// (TrainerView::set_accumulate_grad_batches). The epoch loop reads it once per epoch.
+  int64_t accumulate_grad_batches = 1;
   bool sanity_checking = false;
   bool should_stop = false;
   std::string stop_reason;

@@ -39,6 +39,15 @@ class TrainerView {
   /// atomically, on rank 0 (epoch and global step go in its metadata); all ranks call it.
   /// The default throws NotSupportedError: only the Trainer's view can write files.
   virtual void save_weights_safetensors(const std::string& path);
+  /// Writes a checkpoint of the whole run to `path` from this process alone (rank 0 writes,
+  /// other ranks return at once), waiting for no other rank: for a run that is failing,
+  /// whose other ranks may never reach a collective again (OnExceptionCheckpoint). The
+  /// default throws NotSupportedError: only the Trainer's view can write files.
+  virtual void save_checkpoint_without_collective(const std::string& path);
+  /// Sets the number of batches per optimizer step from the next training epoch on (called
+  /// in on_train_epoch_start: from this epoch on). `factor` >= 1, on every rank alike
+  /// (GradientAccumulationScheduler). The default throws NotSupportedError.
+  virtual void set_accumulate_grad_batches(int64_t factor);
   /// Deletes a checkpoint file written earlier (rank 0).
   virtual void remove_checkpoint(const std::string& path) = 0;
   /// Asks the fit loop to stop after the current step; the reason is printed once.

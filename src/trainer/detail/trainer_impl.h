@@ -113,6 +113,21 @@ class Trainer::Impl : public TrainerView, public TrainerControl {
       throw CheckpointError(std::string("saving weights failed: ") + e.what());
     }
   }
+  void save_checkpoint_without_collective(const std::string& path) override {
+    if (owner_.options_.fast_dev_run > 0) return;
+    if (module_ == nullptr) throw Error("save_checkpoint('" + path + "') before any stage ran: nothing to save.");
+    if (!strategy_->is_global_zero()) return;
+    // The strategy's save would wait for every rank in a barrier; a failing run's other ranks may never come.
+    strategy_->checkpoint_io().save_checkpoint(
+        checkpoint_connector_.dump(parts(), /*weights_only=*/false, logger_connector_.version()), path);
+  }
+  void set_accumulate_grad_batches(int64_t factor) override {
+    if (factor < 1) {
+      throw ConfigError("accumulate_grad_batches=" + std::to_string(factor) +
+                        " was asked for by a callback; it must be 1 (no accumulation) or more.");
+    }
+    owner_.state_.accumulate_grad_batches = factor;
+  }
   void remove_checkpoint(const std::string& path) override { strategy_->remove_checkpoint(path); }
   void request_stop(const std::string& reason) override {
     auto& state = owner_.state_;
