@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
 #include <system_error>
 #include <thread>
@@ -228,12 +229,19 @@ constexpr FlagType type_of() {
 
 // --- the tuner's rows (volt::Tuner re-checks the same values when called from code) ---
 
+// Learning rates span decades: "1e-09", not num()'s fixed-point "0".
+std::string rate(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.6g", v);
+  return buf;
+}
+
 void check_tuner_lr_range(const O& o) {
   const double lo = o.tuner_lr_find_min_lr, hi = o.tuner_lr_find_max_lr;
-  check(std::isfinite(lo) && lo > 0.0, "tuner.lr_find_min_lr=" + num(lo) +
+  check(std::isfinite(lo) && lo > 0.0, "tuner.lr_find_min_lr=" + rate(lo) +
                                            " is not a positive learning rate. Use e.g. 1e-8 (the default).");
-  check(std::isfinite(hi) && hi > lo, "tuner.lr_find_max_lr=" + num(hi) +
-                                          " must be finite and larger than tuner.lr_find_min_lr=" + num(lo) +
+  check(std::isfinite(hi) && hi > lo, "tuner.lr_find_max_lr=" + rate(hi) +
+                                          " must be finite and larger than tuner.lr_find_min_lr=" + rate(lo) +
                                           ". Use e.g. 1 (the default).");
 }
 
@@ -249,7 +257,7 @@ void check_tuner_lr_find_mode(const O& o) {
 
 void check_tuner_early_stop_threshold(const O& o) {
   const double t = o.tuner_lr_find_early_stop_threshold;
-  check(std::isfinite(t) && t >= 0.0, "tuner.lr_find_early_stop_threshold=" + num(t) +
+  check(std::isfinite(t) && t >= 0.0, "tuner.lr_find_early_stop_threshold=" + rate(t) +
                                           " is not a factor. Use e.g. 4 (the default), or 0 to never stop early.");
 }
 
