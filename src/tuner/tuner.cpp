@@ -22,13 +22,22 @@ bool is_rank_zero(Trainer& trainer) {
   return trainer.strategy().global_rank() == 0;
 }
 
-/// Spawned workers keep what a fit recorded in their callbacks: the parent would get nothing back.
-void refuse_spawn(Trainer& trainer, const char* what) {
+/// Spawned workers keep what a fit recorded in their callbacks: the parent would get nothing back. A
+/// process that starts its own ranks (ddp's subprocess launcher) would start them again for every
+/// short fit, while the ranks started first run the program, tuner included, from the top.
+void refuse_launchers(Trainer& trainer, const char* what) {
   const auto& plan = trainer.plan();
   if (plan.launcher == "spawn") {
     throw NotSupportedError(std::string(what) + " with strategy=" + plan.strategy +
                             ": its short fits would run in spawned worker processes, and what they record stays "
-                            "there. Use strategy=ddp (every rank runs the program) or one device.");
+                            "there. Start every rank with volt launch (or torchrun, srun, mpirun) and "
+                            "strategy=ddp, or tune on one device.");
+  }
+  if (plan.launcher == "subprocess") {
+    throw NotSupportedError(std::string(what) + " with strategy=" + plan.strategy +
+                            " in a process that starts its own ranks: every short fit of the tuner would start "
+                            "them again. Start every rank with volt launch --nproc-per-node " +
+                            std::to_string(plan.world_size) + " (or torchrun, srun, mpirun), or tune on one device.");
   }
 }
 
@@ -107,7 +116,7 @@ LRFinderResult Tuner::run_lr_find(Module& module, const LRFindOptions& options,
   sweep.early_stop_threshold = options.early_stop_threshold;
   callbacks::check_lr_finder_options(sweep);
   const std::string attr = options.update_attr ? lr_attr_name(module, options.attr_name) : std::string();
-  refuse_spawn(trainer_, "lr_find");
+  refuse_launchers(trainer_, "lr_find");
   if (trainer_.options().fast_dev_run > 0) {
     if (is_rank_zero(trainer_)) std::cerr << "volt: skipping the learning-rate finder: fast_dev_run is on" << std::endl;
     return LRFinderResult(sweep, {}, {}, false);
@@ -168,7 +177,7 @@ int64_t Tuner::scale_batch_size(Module& module, data::DataModule& datamodule, co
     throw ConfigError("scale_batch_size: the DataModule has no batch size to change (batch_size() returns "
                       "nullopt). Override batch_size() and set_batch_size(), as MnistDataModule does.");
   }
-  refuse_spawn(trainer_, "scale_batch_size");
+  refuse_launchers(trainer_, "scale_batch_size");
   if (trainer_.options().fast_dev_run > 0) {
     if (is_rank_zero(trainer_)) std::cerr << "volt: skipping the batch-size finder: fast_dev_run is on" << std::endl;
     return *original;

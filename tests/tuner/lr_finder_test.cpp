@@ -334,6 +334,28 @@ TEST(Tuner, LrFindRefusesModulesWithSeveralOptimizersAndPutsTheModuleBack) {
   volt::testing::expect_bitwise_equal(volt::testing::weights(model), weights);
 }
 
+TEST(Tuner, RefusesLaunchersThatWouldStartTheRanksAgainBeforeAnyStep) {
+  TempDir dir("volt_lr_launchers");
+  for (const std::string strategy : {"ddp", "ddp_spawn"}) {
+    SCOPED_TRACE(strategy);
+    volt::TrainerOptions o = options(dir.str());
+    o.strategy = strategy;
+    o.devices = "2";
+    o.allow_cpu_oversubscription = true;
+    volt::Trainer trainer(o);
+    volt::testing::BoringModule model(16, 4);
+    TensorDataModule data(volt::testing::blobs(256, 16, 4, 7), 32);
+    try {
+      volt::Tuner(trainer).lr_find(model, data);
+      ADD_FAILURE() << "expected a NotSupportedError";
+    } catch (const volt::NotSupportedError& e) {
+      EXPECT_NE(std::string(e.what()).find("volt launch"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(volt::Tuner(trainer).scale_batch_size(model, data), volt::NotSupportedError);
+    EXPECT_EQ(model.train_steps, 0);
+  }
+}
+
 TEST(LRFinderResult, SavePlotWritesAnSvgAndAPngWithTheSuggestionMarked) {
   LearningRateFinderOptions o;
   std::vector<double> lrs, losses;

@@ -61,7 +61,8 @@ class Tuner {
   /// The learning-rate range test: num_training optimizer steps with the rate growing from min_lr to
   /// max_lr, the loss smoothed, stopped early when it diverges. Bad options: ConfigError before any
   /// step. fast_dev_run: skipped with a warning (rank 0), the result is empty. ddp_spawn and the
-  /// other spawn launchers: NotSupportedError (the sweep would run in workers whose records stay there).
+  /// other spawn launchers, and ddp in a process that starts its own ranks: NotSupportedError (start
+  /// every rank with volt launch, torchrun, srun or mpirun).
   LRFinderResult lr_find(Module& module, data::DataModule& datamodule, const LRFindOptions& options = {});
   /// Same with loaders (val is not used by the sweep).
   LRFinderResult lr_find(Module& module, std::shared_ptr<data::DataLoader> train, const LRFindOptions& options = {});
