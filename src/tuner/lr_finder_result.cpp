@@ -135,8 +135,8 @@ std::string LRFinderResult::plot_svg(int64_t skip_begin, int64_t skip_end) const
   }
   s << "<text x=\"" << (x0 + x1) / 2 << "\" y=\"" << f.height - 12
     << "\" text-anchor=\"middle\">Learning rate (log scale)</text>\n"
-    << "<text x=\"16\" y=\"" << (y0 + y1) / 2 << "\" text-anchor=\"middle\" transform=\"rotate(-90 16 "
-    << (y0 + y1) / 2 << ")\">Loss (smoothed)</text>\n";
+    << "<text x=\"16\" y=\"" << (y0 + y1) / 2 << "\" text-anchor=\"middle\" transform=\"rotate(-90 16 " << (y0 + y1) / 2
+    << ")\">Loss (smoothed)</text>\n";
   if (!c.points.empty()) {
     s << "<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"2\" points=\"";
     for (const auto& [lr, loss] : c.points) s << fmt("%.2f", f.x(lr)) << "," << fmt("%.2f", f.y(loss)) << " ";

@@ -174,8 +174,9 @@ int64_t Tuner::scale_batch_size(Module& module, data::DataModule& datamodule, co
   }
   const std::optional<int64_t> original = datamodule.batch_size();
   if (!original) {
-    throw ConfigError("scale_batch_size: the DataModule has no batch size to change (batch_size() returns "
-                      "nullopt). Override batch_size() and set_batch_size(), as MnistDataModule does.");
+    throw ConfigError(
+        "scale_batch_size: the DataModule has no batch size to change (batch_size() returns "
+        "nullopt). Override batch_size() and set_batch_size(), as MnistDataModule does.");
   }
   refuse_launchers(trainer_, "scale_batch_size");
   if (trainer_.options().fast_dev_run > 0) {
@@ -183,8 +184,8 @@ int64_t Tuner::scale_batch_size(Module& module, data::DataModule& datamodule, co
     return *original;
   }
   int64_t budget = o.memory_budget_bytes;
-  if (budget == 0) budget = static_cast<int64_t>(o.memory_fraction * static_cast<double>(
-                                                                         callbacks::available_system_memory()));
+  if (budget == 0)
+    budget = static_cast<int64_t>(o.memory_fraction * static_cast<double>(callbacks::available_system_memory()));
 
   detail::ModuleSnapshot snapshot(module);
   // One trial: a short fit at `size`; true when it fit (within the budget, no out-of-memory error).
@@ -255,8 +256,8 @@ int64_t Tuner::scale_batch_size(Module& module, data::DataModule& datamodule, co
   }
   if (largest == 0) {
     datamodule.set_batch_size(*original);
-    throw Error("scale_batch_size: no batch size fits (init_val=" + std::to_string(o.init_val) +
-                ", CPU budget " + std::to_string(budget) +
+    throw Error("scale_batch_size: no batch size fits (init_val=" + std::to_string(o.init_val) + ", CPU budget " +
+                std::to_string(budget) +
                 " bytes): even the smallest trial ran out of memory. Give a larger memory budget or a smaller model.");
   }
   datamodule.set_batch_size(largest);

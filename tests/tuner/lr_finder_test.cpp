@@ -8,8 +8,8 @@
 
 #include <cmath>
 #include <filesystem>
-#include <iostream>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 
 #include "support/boring_module.h"
@@ -311,7 +311,9 @@ TEST(Tuner, UpdateAttrWritesTheSuggestionIntoTheLrHyperparameter) {
 TEST(Tuner, LrFindRefusesModulesWithSeveralOptimizersAndPutsTheModuleBack) {
   struct TwoOptimizers : Mlp {
     TwoOptimizers() : Mlp(16, 8, 4, 1e-3) { set_automatic_optimization(false); }
-    at::Tensor training_step(volt::Batch& batch, volt::StepContext& ctx) override { return Mlp::training_step(batch, ctx); }
+    at::Tensor training_step(volt::Batch& batch, volt::StepContext& ctx) override {
+      return Mlp::training_step(batch, ctx);
+    }
     volt::OptimizerConfig configure_optimizers() override {
       volt::OptimizerConfig c;
       c.optimizers.push_back(std::make_shared<torch::optim::Adam>(fc1->parameters()));
@@ -390,8 +392,14 @@ TEST(LRFinderResult, SavePlotWritesAnSvgAndAPngWithTheSuggestionMarked) {
 TEST(TunerCli, TunerLrFindTrueSetsTheLearningRateBeforeFit) {
   TempDir dir("volt_lr_cli");
   volt::cli::Cli cli("prog", "", options(dir.str()));
-  const char* argv[] = {"prog", "--tuner.lr_find", "true", "--tuner.lr_find_num_training", "40",
-                        "--tuner.lr_find_mode=linear", "--tuner.lr_find_max_lr", "0.1"};
+  const char* argv[] = {"prog",
+                        "--tuner.lr_find",
+                        "true",
+                        "--tuner.lr_find_num_training",
+                        "40",
+                        "--tuner.lr_find_mode=linear",
+                        "--tuner.lr_find_max_lr",
+                        "0.1"};
   ASSERT_TRUE(cli.parse(8, argv));
   const volt::TrainerOptions& t = cli.trainer_options();
   EXPECT_TRUE(t.tuner_lr_find);

@@ -21,8 +21,8 @@
 #include <string>
 
 #include "volt/core/module.h"
-#include "volt/data/datamodule.h"
 #include "volt/data/dataloader.h"
+#include "volt/data/datamodule.h"
 #include "volt/data/dataset.h"
 
 namespace volt::testing {
@@ -48,7 +48,9 @@ class Mlp : public Module {
   double lr() const { return std::strtod(hparams().at("lr").c_str(), nullptr); }
   at::Tensor forward(const at::Tensor& x) {
     at::Tensor h = fc1->forward(x.reshape({x.size(0), -1})).relu();
-    if (dropout_ > 0) h = torch::nn::functional::dropout(h, torch::nn::functional::DropoutFuncOptions().p(dropout_).training(is_training()));
+    if (dropout_ > 0)
+      h = torch::nn::functional::dropout(
+          h, torch::nn::functional::DropoutFuncOptions().p(dropout_).training(is_training()));
     return fc2->forward(h);
   }
   at::Tensor training_step(Batch& batch, StepContext&) override {
@@ -115,7 +117,9 @@ inline std::filesystem::path oracle_setup() {
   return src != nullptr ? std::filesystem::path(src) / ".." / "shared" / "oracle" / "setup.sh"
                         : std::filesystem::path();
 }
-inline bool oracle_available() { return !oracle_setup().empty() && std::filesystem::exists(oracle_setup()); }
+inline bool oracle_available() {
+  return !oracle_setup().empty() && std::filesystem::exists(oracle_setup());
+}
 inline std::string oracle_pythonpath() {
   if (!oracle_available()) return "";
   const std::filesystem::path dest = std::filesystem::absolute("tuner_oracle");
@@ -126,8 +130,8 @@ inline std::string oracle_pythonpath() {
     const std::string unpack = "bash '" + oracle_setup().string() + "' '" + dest.string() +
                                "' 2>/dev/null | grep '^PYTHONPATH=' | tail -1 | cut -d= -f2- > '" + ready.string() +
                                ".tmp' && mv '" + ready.string() + ".tmp' '" + ready.string() + "'";
-    const std::string cmd = "flock '" + dest.string() + ".lock' bash -c \"[ -f '" + ready.string() + "' ] || { " +
-                            unpack + "; }\"";
+    const std::string cmd =
+        "flock '" + dest.string() + ".lock' bash -c \"[ -f '" + ready.string() + "' ] || { " + unpack + "; }\"";
     if (std::system(cmd.c_str()) != 0) return "";
   }
   std::ifstream in(ready);

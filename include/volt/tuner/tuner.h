@@ -81,8 +81,7 @@ class Tuner {
  private:
   /// The options of the tuner's own short fits.
   TrainerOptions trial_options(int64_t max_steps) const;
-  LRFinderResult run_lr_find(Module& module, const LRFindOptions& options,
-                             const std::function<void(Trainer&)>& fit);
+  LRFinderResult run_lr_find(Module& module, const LRFindOptions& options, const std::function<void(Trainer&)>& fit);
 
   Trainer& trainer_;
 };

@@ -6,8 +6,7 @@
 
 namespace volt::tuner::detail {
 
-ModuleSnapshot::ModuleSnapshot(Module& module)
-    : module_(module), training_(module.is_training()) {
+ModuleSnapshot::ModuleSnapshot(Module& module) : module_(module), training_(module.is_training()) {
   for (const auto& p : module.parameters(/*recurse=*/true)) {
     params_.push_back({p, p.detach().clone(), p.grad().defined() ? p.grad().detach().clone() : at::Tensor()});
   }

@@ -2,8 +2,8 @@
 #include <string>
 #include <vector>
 
-#include <ATen/core/Tensor.h>
 #include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
 
 #include "volt/core/module.h"
 
