@@ -12,8 +12,16 @@
 #include <torch/optim/optimizer.h>
 
 #include "callbacks/detail/optimizer_snapshot.h"
+#include "volt/core/compat.h"
 #include "volt/core/error.h"
 #include "volt/core/trainer_view.h"
+
+// LibTorch 2.3 made Allocator::allocate non-const and added the pure copy_data.
+#if VOLT_TORCH_VERSION_AT_LEAST(2, 3)
+#define VOLT_ALLOCATE_CONST
+#else
+#define VOLT_ALLOCATE_CONST const
+#endif
 
 namespace volt::callbacks {
 namespace {
@@ -24,7 +32,7 @@ class CountingAllocator final : public c10::Allocator {
  public:
   explicit CountingAllocator(c10::Allocator* inner) : inner_(inner) {}
 
-  c10::DataPtr allocate(size_t n) const override {
+  c10::DataPtr allocate(size_t n) VOLT_ALLOCATE_CONST override {
     c10::DataPtr d = inner_->allocate(n);
     if (d.get() == nullptr || d.get() != d.get_context()) return d;  // nothing to count, or not ours to wrap
     const c10::DeleterFnPtr original = d.get_deleter();
@@ -39,6 +47,11 @@ class CountingAllocator final : public c10::Allocator {
     return {p, p, &CountingAllocator::release, device};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &CountingAllocator::release; }
+#if VOLT_TORCH_VERSION_AT_LEAST(2, 3)
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+#endif
 
   static void release(void* p) {
     CountingAllocator& self = *instance_;

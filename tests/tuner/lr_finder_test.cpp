@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <type_traits>
 
 #include "support/boring_module.h"
 #include "support/temp_dir.h"
@@ -209,10 +210,24 @@ TEST(Tuner, LrFindStopsEarlyWhenTheLossDiverges) {
   EXPECT_EQ(full.lrs().size(), 60u);
 }
 
+/// The optimizer state's key of a parameter: its TensorImpl's address, as text in LibTorch 1.13
+/// (c10::guts::to_string) and as the pointer itself in 2.x.
+template <typename Key>
+Key state_key_of(const at::Tensor& p) {
+  if constexpr (std::is_same_v<Key, std::string>) {
+    std::ostringstream text;
+    text << static_cast<const void*>(p.unsafeGetTensorImpl());
+    return text.str();
+  } else {
+    return p.unsafeGetTensorImpl();
+  }
+}
+
 std::vector<at::Tensor> adam_state(torch::optim::Adam& adam) {
+  using Key = std::decay_t<decltype(adam.state().begin()->first)>;
   std::vector<at::Tensor> out;
   for (const auto& p : adam.param_groups()[0].params()) {
-    auto it = adam.state().find(c10::guts::to_string(p.unsafeGetTensorImpl()));
+    auto it = adam.state().find(state_key_of<Key>(p));
     if (it == adam.state().end()) continue;
     auto& s = static_cast<torch::optim::AdamParamState&>(*it->second);
     out.push_back(s.exp_avg().clone());
