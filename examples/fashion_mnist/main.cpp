@@ -1,6 +1,7 @@
 // Fashion-MNIST with Volt: a small CNN, train/val/test splits, checkpoints, early
 // stopping, CSV metrics and a progress bar. Every Trainer flag is a command-line flag:
 //   fashion_mnist --trainer.max_epochs 5 --model.lr 0.002 --config run.yaml --print-config
+//   fashion_mnist --tuner.lr_find true    (the learning-rate finder's suggestion instead of --model.lr)
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -49,6 +50,9 @@ class FashionCnn : public volt::Module {
   void validation_step(volt::Batch& batch, volt::StepContext& ctx) override { evaluate(batch, ctx, "val"); }
   void test_step(volt::Batch& batch, volt::StepContext& ctx) override { evaluate(batch, ctx, "test"); }
   at::Tensor predict_step(volt::Batch& batch, volt::StepContext&) override { return forward(batch[0]).argmax(1); }
+
+  /// The learning rate configure_optimizers uses (the tuner's suggestion with --tuner.lr_find true).
+  void set_lr(double lr) { lr_ = lr; }
 
   volt::OptimizerConfig configure_optimizers() override {
     auto adam = std::make_shared<torch::optim::Adam>(parameters(), torch::optim::AdamOptions(lr_));
@@ -169,6 +173,8 @@ int run(int argc, char** argv) {
                                       options.seed.value_or(0)});
     data.prepare_data();  // the data.* numbers, before the model is built
     FashionCnn model(lr, drop);
+    // --tuner.scale_batch_size / --tuner.lr_find: the batch size and learning rate found before fit.
+    if (const auto found = volt::Tuner(trainer).tune(model, data, std::cout)) model.set_lr(*found);
 
     trainer.fit(model, data, cli.get_string("fit.ckpt_path"));
     if (trainer.state().interrupted_by != 0) {

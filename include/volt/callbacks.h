@@ -1,11 +1,13 @@
 #pragma once
 /// Every public header of volt/callbacks/.
+#include "volt/callbacks/batch_size_finder.h"
 #include "volt/callbacks/callback.h"
 #include "volt/callbacks/device_stats_monitor.h"
 #include "volt/callbacks/early_stopping.h"
 #include "volt/callbacks/ema_weight_averaging.h"
 #include "volt/callbacks/gradient_accumulation_scheduler.h"
 #include "volt/callbacks/histogram_monitor.h"
+#include "volt/callbacks/learning_rate_finder.h"
 #include "volt/callbacks/lr_monitor.h"
 #include "volt/callbacks/model_checkpoint.h"
 #include "volt/callbacks/model_summary.h"

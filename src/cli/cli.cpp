@@ -43,7 +43,7 @@ Cli::Cli(std::string program, std::string description, const TrainerOptions& tra
   state_->trainer = trainer_defaults;
   // The trainer section is the flag table: every Trainer flag, its type and help.
   for (const auto& flag : trainer_flags()) {
-    state_->add(std::string("trainer.") + flag.name, flag.type, flag.get(trainer_defaults), flag.help, flag.set);
+    state_->add(flag_cli_key(flag), flag.type, flag.get(trainer_defaults), flag.help, flag.set);
   }
 }
 
@@ -63,8 +63,8 @@ void check_new_key(const CliState& state, const std::string& key) {
     throw ConfigError("add_option(\"" + key + "\"): a key is 'section.name' with letters, " +
                       "digits, '_' or '-', e.g. \"model.lr\"");
   }
-  if (section_of(key) == "trainer") {
-    throw ConfigError("add_option(\"" + key + "\"): the trainer section is built in and holds " +
+  if (section_of(key) == "trainer" || section_of(key) == "tuner") {
+    throw ConfigError("add_option(\"" + key + "\"): the " + section_of(key) + " section is built in and holds " +
                       "the Trainer's flags; put program options in another section, e.g. \"model." +
                       key.substr(dot + 1) + "\"");
   }

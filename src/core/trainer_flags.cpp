@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
 #include <system_error>
 #include <thread>
@@ -231,6 +232,59 @@ constexpr FlagType type_of() {
   }
 }
 
+// --- the tuner's rows (volt::Tuner re-checks the same values when called from code) ---
+
+// Learning rates span decades: "1e-09", not num()'s fixed-point "0".
+std::string rate(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.6g", v);
+  return buf;
+}
+
+void check_tuner_lr_range(const O& o) {
+  const double lo = o.tuner_lr_find_min_lr, hi = o.tuner_lr_find_max_lr;
+  check(std::isfinite(lo) && lo > 0.0, "tuner.lr_find_min_lr=" + rate(lo) +
+                                           " is not a positive learning rate. Use e.g. 1e-8 (the default).");
+  check(std::isfinite(hi) && hi > lo, "tuner.lr_find_max_lr=" + rate(hi) +
+                                          " must be finite and larger than tuner.lr_find_min_lr=" + rate(lo) +
+                                          ". Use e.g. 1 (the default).");
+}
+
+void check_tuner_num_training(const O& o) {
+  check(o.tuner_lr_find_num_training >= 1, "tuner.lr_find_num_training=" + n(o.tuner_lr_find_num_training) +
+                                               " is not a number of sweep steps. Use 1 or more (default 100).");
+}
+
+void check_tuner_lr_find_mode(const O& o) {
+  check(o.tuner_lr_find_mode == "exponential" || o.tuner_lr_find_mode == "linear",
+        "tuner.lr_find_mode='" + o.tuner_lr_find_mode + "' is not known. Use exponential or linear.");
+}
+
+void check_tuner_early_stop_threshold(const O& o) {
+  const double t = o.tuner_lr_find_early_stop_threshold;
+  check(std::isfinite(t) && t >= 0.0, "tuner.lr_find_early_stop_threshold=" + rate(t) +
+                                          " is not a factor. Use e.g. 4 (the default), or 0 to never stop early.");
+}
+
+void check_tuner_scale_batch_size(const O& o) {
+  const std::string& m = o.tuner_scale_batch_size;
+  check(m.empty() || m == "power" || m == "binsearch",
+        "tuner.scale_batch_size='" + m + "' is not known. Use power, binsearch, or leave it empty (off).");
+}
+
+void check_tuner_batch_size_counts(const O& o) {
+  check(o.tuner_batch_size_steps_per_trial >= 1, "tuner.batch_size_steps_per_trial=" +
+                                                     n(o.tuner_batch_size_steps_per_trial) +
+                                                     " must be at least 1 (default 3).");
+  check(o.tuner_batch_size_init_val >= 1 && o.tuner_batch_size_init_val <= (int64_t{1} << 24),
+        "tuner.batch_size_init_val=" + n(o.tuner_batch_size_init_val) + " is not a batch size in 1 .. 16777216.");
+  check(o.tuner_batch_size_max_trials >= 1, "tuner.batch_size_max_trials=" + n(o.tuner_batch_size_max_trials) +
+                                                " must be at least 1 (default 25).");
+  check(o.tuner_batch_size_memory_budget >= 0, "tuner.batch_size_memory_budget=" +
+                                                   n(o.tuner_batch_size_memory_budget) +
+                                                   " is negative. Give bytes, or 0 for 90% of the available memory.");
+}
+
 template <typename T, T O::*Member>
 FlagValue get_field(const O& o) {
   return FlagValue(std::in_place_type<T>, o.*Member);
@@ -248,6 +302,8 @@ TrainerFlag row(const char* name, const char* default_text, const char* help, vo
 }
 
 #define VOLT_FLAG(field, ...) row<decltype(O::field), &O::field>(#field, __VA_ARGS__)
+// A row whose command-line name is not the field's ("tuner.lr_find" for tuner_lr_find).
+#define VOLT_NAMED_FLAG(name, field, ...) row<decltype(O::field), &O::field>(name, __VA_ARGS__)
 
 }  // namespace
 
@@ -319,11 +375,43 @@ const std::vector<TrainerFlag>& trainer_flags() {
                 "version_N folder)"),
       VOLT_FLAG(log_every_n_steps, "50", "log metrics every n training steps", check_log_every_n_steps),
       VOLT_FLAG(profiler, "", "time every hook and step: simple, advanced or pytorch; empty: off"),
+      // tuner (volt::Tuner::tune, before fit)
+      VOLT_NAMED_FLAG("tuner.lr_find", tuner_lr_find, "false",
+                      "find the learning rate before fit and set the module's lr hyperparameter to the suggestion"),
+      VOLT_NAMED_FLAG("tuner.lr_find_min_lr", tuner_lr_find_min_lr, "1e-08", "lowest learning rate of the sweep",
+                      check_tuner_lr_range),
+      VOLT_NAMED_FLAG("tuner.lr_find_max_lr", tuner_lr_find_max_lr, "1.0", "highest learning rate of the sweep",
+                      check_tuner_lr_range),
+      VOLT_NAMED_FLAG("tuner.lr_find_num_training", tuner_lr_find_num_training, "100",
+                      "optimizer steps of the sweep", check_tuner_num_training),
+      VOLT_NAMED_FLAG("tuner.lr_find_mode", tuner_lr_find_mode, "exponential", "exponential or linear",
+                      check_tuner_lr_find_mode),
+      VOLT_NAMED_FLAG("tuner.lr_find_early_stop_threshold", tuner_lr_find_early_stop_threshold, "4.0",
+                      "stop the sweep when the loss exceeds this times the best; 0: never",
+                      check_tuner_early_stop_threshold),
+      VOLT_NAMED_FLAG("tuner.scale_batch_size", tuner_scale_batch_size, "",
+                      "find the largest batch size that fits before fit: power or binsearch; empty: off",
+                      check_tuner_scale_batch_size),
+      VOLT_NAMED_FLAG("tuner.batch_size_steps_per_trial", tuner_batch_size_steps_per_trial, "3",
+                      "optimizer steps per batch-size trial", check_tuner_batch_size_counts),
+      VOLT_NAMED_FLAG("tuner.batch_size_init_val", tuner_batch_size_init_val, "2", "first batch size tried",
+                      check_tuner_batch_size_counts),
+      VOLT_NAMED_FLAG("tuner.batch_size_max_trials", tuner_batch_size_max_trials, "25",
+                      "most batch-size trials", check_tuner_batch_size_counts),
+      VOLT_NAMED_FLAG("tuner.batch_size_memory_budget", tuner_batch_size_memory_budget, "0",
+                      "CPU memory in bytes a trial may allocate; 0: 90% of the available memory",
+                      check_tuner_batch_size_counts),
   };
   return flags;
 }
 
 #undef VOLT_FLAG
+#undef VOLT_NAMED_FLAG
+
+std::string flag_cli_key(const TrainerFlag& flag) {
+  const std::string name = flag.name;
+  return name.find('.') == std::string::npos ? "trainer." + name : name;
+}
 
 const TrainerFlag* find_trainer_flag(const std::string& name) {
   for (const auto& flag : trainer_flags()) {

@@ -123,7 +123,20 @@ void DDPStrategy::join_process_group() {
       std::this_thread::sleep_for(std::chrono::milliseconds(250));
     }
 #if !VOLT_TORCH_VERSION_AT_LEAST(2, 3)
-    if (file_store) store_file = detail::LocalStoreLease::store_path_for(who(), addr, port);
+    if (file_store) {
+      // Between two groups of this job (an earlier Trainer's rank 0 letting go of its lease) the port
+      // may still accept while its pointer is gone: retry for a while until the next lease names its store.
+      const auto retry_until = std::min(deadline, Clock::now() + std::chrono::seconds(10));
+      for (;;) {
+        try {
+          store_file = detail::LocalStoreLease::store_path_for(who(), addr, port);
+          break;
+        } catch (const DistributedError&) {
+          if (Clock::now() >= retry_until) throw;
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+      }
+    }
 #endif
   }
   try {
@@ -161,7 +174,29 @@ void DDPStrategy::join_process_group() {
   // Every rank announces its view of the job; a disagreement fails here, not as a hang.
   const std::string mine = std::to_string(world_size_) + " " + impl_->host + " " + std::to_string(::getpid());
   try {
-    if (impl_->store->add("volt/rank/" + std::to_string(global_rank_) + "/count", 1) > 1) {
+    int64_t joined = impl_->store->add("volt/rank/" + std::to_string(global_rank_) + "/count", 1);
+#if !VOLT_TORCH_VERSION_AT_LEAST(2, 3)
+    // A rank that left the previous group of this job (an earlier Trainer, e.g. the tuner's) before
+    // rank 0 let go of that group's lease reads the old store: once rank 0's pointer names a new
+    // store, join that one. A second process with this RANK never sees the pointer change.
+    const auto stale_until = std::min(deadline, Clock::now() + std::chrono::seconds(30));
+    while (joined > 1 && file_store && !opts.isServer && Clock::now() < stale_until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      std::string next;
+      try {
+        if (port_accepts(addr, port)) next = detail::LocalStoreLease::store_path_for(who(), addr, port);
+      } catch (const DistributedError&) {
+        continue;  // between two leases: no pointer yet
+      }
+      if (next.empty() || next == store_file) continue;
+      store_file = next;
+      auto files = c10::make_intrusive<c10d::FileStore>(store_file, static_cast<int>(world_size_));
+      files->setTimeout(options_.rendezvous_timeout);
+      impl_->store = files;
+      joined = impl_->store->add("volt/rank/" + std::to_string(global_rank_) + "/count", 1);
+    }
+#endif
+    if (joined > 1) {
       throw DistributedError(who() + ": another process already joined " + where + " as rank " +
                              std::to_string(global_rank_) + ". Every process needs its own RANK.");
     }

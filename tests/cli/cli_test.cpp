@@ -427,7 +427,7 @@ TEST(Cli, HelpShowsEveryFlagOfTheTableWithItsTypeHelpAndDefault) {
   const std::string help = one_line(Cli("prog").usage());
   for (const auto& flag : volt::trainer_flags()) {
     const std::string name = flag.name;
-    EXPECT_TRUE(contains(help, "--trainer." + name + " " + volt::flag_type_metavar(flag.type))) << name;
+    EXPECT_TRUE(contains(help, "--" + volt::flag_cli_key(flag) + " " + volt::flag_type_metavar(flag.type))) << name;
     const std::string default_text = volt::flag_value_text(flag.get(defaults));
     EXPECT_TRUE(contains(help, one_line(flag.help) + " (default: " + (default_text.empty() ? "\"\"" : default_text) +
                                    ")"))
@@ -439,16 +439,17 @@ TEST(Cli, TrainerSectionHoldsExactlyTheTablesFlagsInItsOrder) {
   std::ostringstream out;
   Cli cli("prog");
   EXPECT_FALSE(parse(cli, {"--print-config"}, &out));
+  // The table's rows in the trainer section, then its tuner.* rows in the tuner section.
   std::vector<std::string> keys;
   std::istringstream lines(out.str());
-  bool in_trainer = false;
+  std::string section;
   for (std::string line; std::getline(lines, line);) {
-    if (line == "trainer:") in_trainer = true;
-    else if (!line.empty() && line[0] != ' ') in_trainer = false;
-    else if (in_trainer) keys.push_back(line.substr(2, line.find(':') - 2));
+    if (line == "trainer:" || line == "tuner:") section = line.substr(0, line.size() - 1);
+    else if (!line.empty() && line[0] != ' ') section.clear();
+    else if (!section.empty()) keys.push_back(section + "." + line.substr(2, line.find(':') - 2));
   }
   std::vector<std::string> names;
-  for (const auto& flag : volt::trainer_flags()) names.push_back(flag.name);
+  for (const auto& flag : volt::trainer_flags()) names.push_back(volt::flag_cli_key(flag));
   EXPECT_EQ(keys, names);
 }
 
@@ -681,7 +682,7 @@ TEST(Cli, UnknownConfigKeyNamesTheFileAndSuggestsTheNearest) {
             }),
             section +
                 ": unknown section 'modle'; did you mean 'model'? The sections are: "
-                "trainer, model, data.");
+                "trainer, tuner, model, data.");
 }
 
 TEST(Cli, WrongTypeInAConfigFileNamesTheFileAndKey) {

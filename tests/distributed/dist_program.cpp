@@ -15,7 +15,9 @@
 // are written too), --swa E (StochasticWeightAveraging from 1-based epoch E), --ema DECAY
 // (EMAWeightAveraging), --max-time T (the max_time flag) --step-sleep-ms M (each
 // training_step sleeps), --accum-schedule "0:1,1:2" (a GradientAccumulationScheduler),
-// --on-exception-dir D (an OnExceptionCheckpoint into D).
+// --on-exception-dir D (an OnExceptionCheckpoint into D), --tune 1 (before the fits: Tuner::lr_find on
+// the loader and scale_batch_size with a CPU budget of --tune-budget bytes; the suggestion and the size
+// written too).
 #include <signal.h>
 #include <unistd.h>
 
@@ -46,6 +48,7 @@
 #include "volt/data/dataloader.h"
 #include "volt/data/dataset.h"
 #include "volt/trainer/trainer.h"
+#include "volt/tuner/tuner.h"
 
 namespace {
 
@@ -111,6 +114,22 @@ class TinyMLP : public volt::Module {
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
   torch::nn::BatchNorm1d bn{nullptr};
   int64_t steps_ = 0;
+};
+
+/// The loader's data as a DataModule whose batch size the batch-size finder may change (--tune).
+class TunableData : public volt::data::DataModule {
+ public:
+  TunableData(std::shared_ptr<const volt::data::Dataset> data, volt::data::DataLoaderOptions options)
+      : data_(std::move(data)), options_(options) {}
+  std::shared_ptr<volt::data::DataLoader> train_dataloader() override {
+    return std::make_shared<volt::data::DataLoader>(data_, options_);
+  }
+  std::optional<int64_t> batch_size() const override { return options_.batch_size; }
+  void set_batch_size(int64_t b) override { options_.batch_size = b; }
+
+ private:
+  std::shared_ptr<const volt::data::Dataset> data_;
+  volt::data::DataLoaderOptions options_;
 };
 
 /// Records, after each backward, how far this rank's gradient is from rank 0's: non-zero
@@ -266,6 +285,23 @@ int main(int argc, char** argv) {
     volt::Trainer trainer(o, callbacks);
     self = &trainer;
     TinyMLP model;
+    std::string tuned;
+    if (g_args.count("tune")) {
+      volt::tuner::LRFindOptions f;
+      f.min_lr = 1e-4;
+      f.num_training = 30;
+      const auto found = volt::Tuner(trainer).lr_find(model, loader, f);
+      char buf[64];
+      std::snprintf(buf, sizeof(buf), "%a", found.suggestion().value_or(-1.0));
+      tuned += std::string("lr_suggestion ") + buf + "\nlr_steps " + std::to_string(found.lrs().size()) + "\n";
+      TunableData data(dataset, lo);
+      volt::tuner::ScaleBatchSizeOptions s;
+      s.mode = "binsearch";
+      s.steps_per_trial = 2;
+      s.max_trials = 8;
+      s.memory_budget_bytes = arg_int("tune-budget", 60000);
+      tuned += "tuned_batch " + std::to_string(volt::Tuner(trainer).scale_batch_size(model, data, s)) + "\n";
+    }
     const int64_t fits = arg_int("fits", 1);
     for (int64_t f = 0; f < fits; ++f) {
       // A later fit continues where the one before ended, for `steps` more steps.
@@ -304,6 +340,7 @@ int main(int argc, char** argv) {
       file << "unsynced_grad_diff " << agreement->unsynced << "\n";
       file << "synced_grad_diff " << agreement->synced << "\n";
     }
+    file << tuned;
     write_params(file, model);
   } catch (const volt::DistributedError& e) {
     std::cerr << "volt_dist_program: DistributedError: " << e.what() << std::endl;

@@ -409,6 +409,24 @@ void expect_job_stopped(const Outcome& r, const std::string& marker, const std::
 
 }  // namespace
 
+// The tuner under ddp: rank 0's learning-rate curve and every rank's memory verdict decide for all, so
+// both ranks suggest the same rate and choose the same batch size (each rank's losses differ).
+TEST(DDPStrategy, TunerSuggestionAndBatchSizeAgreeAcrossRanks) {
+  const std::string out = out_prefix("tune");
+  const Outcome r = run(kVolt + " launch --nproc-per-node 2 -- " +
+                        train(out, "--strategy ddp --devices 2 --steps 10 --shuffle 1 --tune 1 --tune-budget 60000"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  const Result a = read_result(out + ".rank0"), b = read_result(out + ".rank1");
+  ASSERT_TRUE(a.fields.count("lr_suggestion")) << r.output;
+  EXPECT_NE(a.fields.at("lr_suggestion"), "-0x1p+0") << "no suggestion";
+  EXPECT_EQ(a.fields.at("lr_suggestion"), b.fields.at("lr_suggestion"));
+  EXPECT_EQ(a.fields.at("lr_steps"), b.fields.at("lr_steps"));
+  EXPECT_EQ(a.fields.at("tuned_batch"), b.fields.at("tuned_batch"));
+  EXPECT_GT(std::stoll(a.fields.at("tuned_batch")), 2);
+  // The fit after the tuning trains both ranks alike, as without it.
+  EXPECT_EQ(a.params, b.params);
+}
+
 TEST(VoltLaunch, KillingOneRankStopsTheJobAndReportsIt) {
   const std::string out = out_prefix("kill_launch");
   const Outcome r = run(kVolt + " launch --nproc-per-node 2 -- " +

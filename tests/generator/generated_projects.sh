@@ -94,10 +94,10 @@ if [ $# -eq 0 ] || [[ " $* " == *" minimal "* ]]; then
   fi
 fi
 if [ $# -eq 0 ] || [[ " $* " == *" minimal "* ]]; then
-  # The handler and logger options (issue 21): an output folder, a checkpoint name, stop on NaN, the logging
-  # interval. The README's resume line continues the quick check into version_1, at epoch 1.
+  # The handler and logger options (issues 20, 21): an output folder, a checkpoint name, stop on NaN, the logging
+  # interval, a time limit (an hour: the run ends at max_epochs first). The README's resume line continues the quick check into version_1, at epoch 1.
   if ! project options_app "$work/options_app" --template minimal --stop-on-nan true \
-         --checkpoint-filename 'best-{epoch}' --default-root-dir runs --log-every-n-steps 2 ||
+         --checkpoint-filename 'best-{epoch}' --default-root-dir runs --log-every-n-steps 2 --max-time 00:01:00:00 ||
      ! logs_written "$work/options_app" runs/lightning_logs/version_0/metrics.csv \
          'runs/lightning_logs/version_0/checkpoints/best-epoch=0.ckpt' \
          'runs/lightning_logs/version_1/checkpoints/best-epoch=1.ckpt' ||

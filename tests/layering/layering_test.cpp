@@ -43,6 +43,8 @@ const std::map<std::string, Layer>& layers() {
     loops.insert({"connectors", "profilers"});
     std::set<std::string> trainer = loops;
     trainer.insert("loops");
+    std::set<std::string> tuner = trainer;
+    tuner.insert("trainer");
     return std::map<std::string, Layer>{
         {"core", {0, {}}},
         {"data", {1, core}},
@@ -58,6 +60,8 @@ const std::map<std::string, Layer>& layers() {
         {"loops", {4, loops}},
         {"trainer", {5, trainer}},
         {"cli", {6, {"core", "trainer"}}},
+        // The tuner drives the Trainer from above, as a user does; nothing of the library uses it.
+        {"tuner", {6, tuner}},
     };
   }();
   return table;

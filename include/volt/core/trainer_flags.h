@@ -47,6 +47,10 @@ struct TrainerFlag {
 /// Every Trainer flag, in TrainerOptions' order.
 const std::vector<TrainerFlag>& trainer_flags();
 
+/// The flag's key on the command line and in config files: "trainer.<name>", or the name itself when
+/// it names its own section ("tuner.lr_find").
+std::string flag_cli_key(const TrainerFlag& flag);
+
 /// The flag called `name`, or nullptr.
 const TrainerFlag* find_trainer_flag(const std::string& name);
 

@@ -102,6 +102,24 @@ struct TrainerOptions {
   /// report goes to `<log_dir>/<stage>-profile.txt` (and `<stage>-trace.json` for "pytorch").
   /// Trainer::set_profiler gives a profiler object instead.
   std::string profiler;
+
+  // --- tuner (volt::Tuner::tune runs them before fit; `--tuner.<name>` on the command line) ---
+  /// Run the learning-rate finder before fit and write its suggestion into the module's "lr" (or
+  /// "learning_rate") hyperparameter, which configure_optimizers reads.
+  bool tuner_lr_find = false;
+  double tuner_lr_find_min_lr = 1e-8;
+  double tuner_lr_find_max_lr = 1.0;
+  int64_t tuner_lr_find_num_training = 100;
+  std::string tuner_lr_find_mode = "exponential";  ///< exponential, linear
+  /// Stop the sweep when the smoothed loss exceeds this times the best one; 0: never.
+  double tuner_lr_find_early_stop_threshold = 4.0;
+  /// Run the batch-size finder before fit: "" (off), power or binsearch.
+  std::string tuner_scale_batch_size;
+  int64_t tuner_batch_size_steps_per_trial = 3;
+  int64_t tuner_batch_size_init_val = 2;
+  int64_t tuner_batch_size_max_trials = 25;
+  /// CPU memory (bytes) a trial may allocate; 0: 90% of the machine's available memory.
+  int64_t tuner_batch_size_memory_budget = 0;
 };
 
 }  // namespace volt

@@ -43,6 +43,9 @@ class MnistDataModule : public DataModule {
   std::shared_ptr<DataLoader> predict_dataloader() override { return loader(test_, false); }
 
   const Options& options() const { return options_; }
+  /// Options::batch_size, which the batch-size finder may change (checked again by prepare_data).
+  std::optional<int64_t> batch_size() const override { return options_.batch_size; }
+  void set_batch_size(int64_t batch_size) override { options_.batch_size = batch_size; }
 
  private:
   std::shared_ptr<DataLoader> loader(std::shared_ptr<const Dataset> dataset, bool train) const;
