@@ -40,7 +40,7 @@ PY
   (cd "$dir" && cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" >build.log 2>&1 &&
      cmake --build build -j2 >>build.log 2>&1) || { cat "$dir/build.log"; return 1; }
   echo "   build: $(( ($(date +%s%N) - start) / 1000000 )) ms"
-  bash "$here/follow_readme.sh" "$dir" "$prefix"
+  bash "$here/follow_readme.sh" "$dir" "$prefix" 2>&1 | tee "$dir/follow.log"  # kept for the checks below
 }
 logs_written() {  # DIR PATTERN...: each pattern (relative to DIR) names a non-empty file
   local dir=$1 pattern found
@@ -95,13 +95,15 @@ if [ $# -eq 0 ] || [[ " $* " == *" minimal "* ]]; then
 fi
 if [ $# -eq 0 ] || [[ " $* " == *" minimal "* ]]; then
   # The handler and logger options (issues 20, 21): an output folder, a checkpoint name, stop on NaN, the logging
-  # interval, a time limit (an hour: the run ends at max_epochs first). The README's resume line continues the quick check into version_1, at epoch 1.
+  # interval, a time limit (an hour: the run ends at max_epochs first), the learning-rate finder before fit (its
+  # suggestion printed, checked below). The README's resume line continues the quick check into version_1, at epoch 1.
   if ! project options_app "$work/options_app" --template minimal --stop-on-nan true \
-         --checkpoint-filename 'best-{epoch}' --default-root-dir runs --log-every-n-steps 2 --max-time 00:01:00:00 ||
+         --checkpoint-filename 'best-{epoch}' --default-root-dir runs --log-every-n-steps 2 --max-time 00:01:00:00 --lr-find true ||
      ! logs_written "$work/options_app" runs/lightning_logs/version_0/metrics.csv \
          'runs/lightning_logs/version_0/checkpoints/best-epoch=0.ckpt' \
          'runs/lightning_logs/version_1/checkpoints/best-epoch=1.ckpt' ||
-     [ -e "$work/options_app/lightning_logs" ]; then
+     [ -e "$work/options_app/lightning_logs" ] ||
+     ! grep -q "lr_find suggests a learning rate of" "$work/options_app/follow.log"; then
     echo "FAILED: handler and logger options project"
     status=1
   fi

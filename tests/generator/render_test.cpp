@@ -85,6 +85,25 @@ TEST(GeneratorRender, CheckpointOptionsGoToConfig) {
   EXPECT_EQ(config_of(gen::render(base_options()))["checkpoint"]["monitor"].as<std::string>(), "val_loss");
 }
 
+TEST(GeneratorRender, TheLearningRateFinderGoesToConfigAndEveryTemplateButTheGanCallsTheTuner) {
+  EXPECT_FALSE(config_of(gen::render(base_options()))["tuner"]["lr_find"].as<bool>());
+  for (const auto& t : gen::templates()) {
+    const std::string id = t["id"];
+    if (id == "gan") continue;  // two optimizers: refused (GeneratorValidate)
+    const auto p = gen::render(base_options({{"template", id}, {"lr_find", true}}));
+    EXPECT_TRUE(config_of(p)["tuner"]["lr_find"].as<bool>()) << id;
+    EXPECT_TRUE(contains(p.files.at("README.md"), "config.yaml turns on the learning-rate finder")) << id;
+    const std::string main = p.files.at("src/main.cpp");
+    EXPECT_TRUE(contains(main, "project::tune(*trainer, model, data);")) << id;
+    EXPECT_TRUE(contains(main, "void set_lr(double lr) { lr_ = lr; }")) << id;
+    EXPECT_TRUE(contains(main, "save_hyperparameters(") && contains(main, "{\"lr\", std::to_string(lr)}")) << id
+        << ": the tuner writes its suggestion into the lr hyperparameter";
+  }
+  EXPECT_TRUE(contains(gen::render(base_options({{"distributed", "launch"}, {"nproc_per_node", 2}, {"lr_find", true}}))
+                           .files.at("config.yaml"),
+                       "lr_find: true"));
+}
+
 TEST(GeneratorRender, TheTimeLimitGoesToConfigAndTheReadme) {
   const auto none = gen::render(base_options());
   EXPECT_FALSE(config_of(none)["trainer"]["max_time"]) << "no limit by default";

@@ -115,6 +115,7 @@ mu::data context(const json& o, const json& meta, const std::string& command) {
   d.set("trainer_devices", dist == "off" ? std::string("1") : std::to_string(nproc));
   d.set("trainer_strategy", xla ? "xla" : dist == "launch" ? "ddp" : dist == "spawn" ? "ddp_spawn" : "auto");
   set_observability(d, o);
+  d.set("lr_find_on", o["lr_find"] == true);
   d.set("max_time_on", !o["max_time"].get<std::string>().empty());
   d.set("loss_metric", meta.value("loss_metric", std::string("train_loss")));
   d.set("save_last_on", o["save_last"] == true);  // as a section: the option's own entry is its text, "false"

@@ -45,6 +45,9 @@ class ImageClassifier : public volt::Module {
   void validation_step(volt::Batch& batch, volt::StepContext& ctx) override { evaluate(batch, ctx, "val"); }
   void test_step(volt::Batch& batch, volt::StepContext& ctx) override { evaluate(batch, ctx, "test"); }
 
+  /// The learning rate configure_optimizers uses (lr_find's suggestion with --tuner.lr_find true).
+  void set_lr(double lr) { lr_ = lr; }
+
   volt::OptimizerConfig configure_optimizers() override {
     return project::make_optimizer(optimizer_, parameters(), lr_);
   }
@@ -84,6 +87,7 @@ int main(int argc, char** argv) {
     volt::data::MnistDataModule data({cli.get_string("data.dir"), project::batch_size(cli),
                                       cli.get_int("data.val_size"), project::num_workers(cli),
                                       trainer->options().seed.value_or(0)});
+    project::tune(*trainer, model, data);  // tuner.lr_find: the learning rate found before fit
     trainer->fit(model, data, cli.get_string("fit.ckpt_path"));
     if (const int code = project::exit_code(*trainer)) return code;
     if (cli.get_bool("test.run")) {

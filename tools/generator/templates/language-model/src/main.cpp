@@ -38,7 +38,11 @@ class CharTransformer : public volt::Module {
                                                                                                            layers)));
     norm_ = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim})));
     head_ = register_module("head", torch::nn::Linear(dim, kVocab));
+    save_hyperparameters({{"lr", std::to_string(lr)}, {"optimizer", optimizer_}});
   }
+
+  /// The learning rate configure_optimizers uses (lr_find's suggestion with --tuner.lr_find true).
+  void set_lr(double lr) { lr_ = lr; }
 
   /// x: [batch, time] byte ids -> logits [batch, time, 256]; position t sees positions <= t only.
   at::Tensor forward(const at::Tensor& x) {
@@ -191,6 +195,7 @@ int main(int argc, char** argv) {
     CharTransformer model(context, dim, heads, layers, project::learning_rate(cli), cli.get_string("model.optimizer"));
     TextFileData data(cli.get_string("data.file"), context, val_fraction,
                       project::batch_size(cli), trainer->options().seed.value_or(0));
+    project::tune(*trainer, model, data);  // tuner.lr_find: the learning rate found before fit
     trainer->fit(model, data, cli.get_string("fit.ckpt_path"));
     if (const int code = project::exit_code(*trainer)) return code;
     if (sample_length > 0) {

@@ -79,7 +79,11 @@ class TextClassifier : public volt::Module {
     fc1_ = register_module("fc1", torch::nn::Linear(buckets, 256));
     drop_ = register_module("dropout", torch::nn::Dropout(0.3));
     fc2_ = register_module("fc2", torch::nn::Linear(256, classes));
+    save_hyperparameters({{"lr", std::to_string(lr)}, {"optimizer", optimizer_}});
   }
+
+  /// The learning rate configure_optimizers uses (lr_find's suggestion with --tuner.lr_find true).
+  void set_lr(double lr) { lr_ = lr; }
 
   at::Tensor forward(const at::Tensor& x) {
     return fc2_->forward(drop_->forward(torch::nn::functional::relu(fc1_->forward(x))));
@@ -194,6 +198,7 @@ int main(int argc, char** argv) {
     TextData data(cli.get_string("data.dir"), split(cli.get_string("data.categories")), buckets, val_fraction, project::batch_size(cli), trainer->options().seed.value_or(0));
     TextClassifier model(buckets, data.classes(), project::learning_rate(cli),
                          cli.get_string("model.optimizer"));
+    project::tune(*trainer, model, data);  // tuner.lr_find: the learning rate found before fit
     trainer->fit(model, data, cli.get_string("fit.ckpt_path"));
     return project::exit_code(*trainer);
   });
