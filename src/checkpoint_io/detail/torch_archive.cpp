@@ -50,7 +50,9 @@ PyValuePtr read_archive_pickle(const std::shared_ptr<const MappedFile>& mapping,
     }
   }
   if (!pickle)
-    throw CheckpointError(name + " is a zip archive without a data.pkl record: torch.save did not write it.");
+    throw CheckpointError(name +
+                          " is not a readable Volt checkpoint (nor any torch.save file): it is a zip archive without a "
+                          "data.pkl record, which torch.save, Lightning and Volt always write.");
   std::map<std::string, const ZipRecord*> by_name;
   for (const auto& r : records) {
     if (r.name.compare(0, prefix.size(), prefix) != 0) {
