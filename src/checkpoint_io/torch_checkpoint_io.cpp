@@ -19,17 +19,10 @@
 #include <map>
 #include <vector>
 
-#include <ATen/core/Dict.h>
-#include <ATen/core/ivalue.h>
-#include <ATen/ops/empty.h>
-#include <c10/core/CPUAllocator.h>
 #include <caffe2/serialize/inline_container.h>
-#include <torch/csrc/jit/serialization/export.h>
-#include <torch/csrc/jit/serialization/import_read.h>
-#include <torch/csrc/jit/serialization/pickle.h>
-#include <torch/csrc/jit/serialization/pickler.h>
-#include <torch/csrc/jit/serialization/unpickler.h>
 
+#include "checkpoint_io/detail/checkpoint_layout.h"
+#include "checkpoint_io/detail/pickle_writer.h"
 #include "checkpoint_io/detail/torch_archive.h"
 #include "volt/checkpoint_io/zip_integrity.h"
 #include "volt/core/error.h"
@@ -230,38 +223,26 @@ void TorchCheckpointIO::save_checkpoint(const Checkpoint& checkpoint, const std:
 }
 
 void TorchCheckpointIO::save_archive(const Checkpoint& checkpoint, const std::string& path) {
-  c10::Dict<std::string, at::Tensor> tensors;
-  for (const auto& [key, t] : checkpoint.tensors) {
-    // Detached, contiguous CPU copies: the archive must not depend on autograd or device.
-    tensors.insert(key, t.detach().to(at::kCPU).contiguous());
-  }
-  c10::Dict<std::string, at::Tensor> blobs;
-  for (const auto& [key, bytes] : checkpoint.blobs) {
-    at::Tensor t = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
-    std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
-    blobs.insert(key, t);
-  }
-  c10::impl::GenericDict root(c10::StringType::get(), c10::AnyType::get());
-  root.insert("tensors", tensors);
-  root.insert("blobs", blobs);
-  root.insert("meta", checkpoint.meta.dump());
+  // The dictionary Lightning writes, pickled as torch.save pickles it (every check before the file is made).
+  std::vector<at::Tensor> storages;
+  const std::string pickle = detail::write_pickle(*detail::checkpoint_to_tree(checkpoint), storages);
   try {
-    // What torch::jit::pickle_save does (the format torch.load reads), but the zip
-    // archive goes straight into the file instead of into a vector first.
     atomic_write_stream(path, [&](const ByteSink& sink) {
-      std::vector<char> pickle;
-      torch::jit::Pickler pickler(
-          [&](const char* bytes, size_t size) { pickle.insert(pickle.end(), bytes, bytes + size); });
-      pickler.protocol();
-      pickler.pushIValue(root);
-      pickler.stop();
       // A failed write is remembered by the sink and raised after the archive is done:
       // reporting it to the zip writer would make its destructor throw (terminate).
       caffe2::serialize::PyTorchStreamWriter writer([&](const void* bytes, size_t size) -> size_t {
         sink(bytes, size);
         return size;
       });
-      torch::jit::writeArchiveAndTensors("data", pickle.data(), pickle.size(), pickler.tensorData(), writer);
+      // torch.save's records and order: data.pkl, byteorder (PyTorch 2.x), data/<key>; the writer adds version.
+      writer.writeRecord("data.pkl", pickle.data(), pickle.size());
+      static const char kLittle[] = "little";
+      writer.writeRecord("byteorder", kLittle, sizeof(kLittle) - 1);
+      for (size_t i = 0; i < storages.size(); ++i) {
+        const at::Tensor& t = storages[i];
+        writer.writeRecord("data/" + std::to_string(i), t.data_ptr(),
+                           static_cast<size_t>(t.numel()) * t.element_size());
+      }
       writer.writeEndOfFile();
     });
   } catch (const Error& e) {
@@ -269,70 +250,26 @@ void TorchCheckpointIO::save_archive(const Checkpoint& checkpoint, const std::st
   }
 }
 
-
 Checkpoint TorchCheckpointIO::load_checkpoint(const std::string& path) {
-  const detail::TorchArchive archive =
-      detail::read_torch_archive(path, "checkpoint", "Volt checkpoint", "a .ckpt file that Volt wrote");
+  detail::check_readable_file(path, "checkpoint");
   const std::string name = detail::file_label(path, "checkpoint");
+  // One mapping for the integrity check and the read: what was verified is what is read, and tensors point
+  // into it (copy-on-write) instead of being copied.
+  const auto file = std::make_shared<const MappedFile>(path, name);
+  if (!looks_like_zip(file->data(), file->size())) {
+    throw CheckpointError(name +
+                          " is not a readable Volt checkpoint (truncated or not a checkpoint): it is not a zip "
+                          "archive, which torch.save, Lightning and Volt write. Give a .ckpt file that Volt or "
+                          "Lightning wrote.");
+  }
   try {
-    return unpack(archive.root, name);
+    return detail::checkpoint_from_tree(*detail::read_archive_pickle(file, name), name);
   } catch (const CheckpointError&) {
     throw;
   } catch (...) {
     rethrow_as_volt_error(name + " has entries of the wrong type; it was not written by Volt or is damaged",
                           ErrorKind::kCheckpoint);
   }
-}
-
-Checkpoint TorchCheckpointIO::unpack(const c10::IValue& root, const std::string& name) {
-  if (!root.isGenericDict()) {
-    throw CheckpointError(name + " holds a " + root.tagKind() + ", not the dict a Volt checkpoint holds.");
-  }
-  auto dict = root.toGenericDict();
-  Checkpoint ckpt;
-  for (const char* key : {"tensors", "blobs", "meta"}) {
-    if (!dict.contains(key)) {
-      throw CheckpointError(name + " has no '" + key + "' entry; it was not written by Volt.");
-    }
-  }
-  // A damaged or foreign file may hold anything under these keys: check each type before reading it.
-  auto foreign = [&](const std::string& what, const c10::IValue& got) {
-    return CheckpointError(name + " has " + what + " of the wrong type (a " + got.tagKind() +
-                           "); it was not written by Volt or is damaged.");
-  };
-  for (const char* key : {"tensors", "blobs"}) {
-    if (!dict.at(key).isGenericDict()) throw foreign(std::string("a '") + key + "' entry", dict.at(key));
-    for (const auto& item : dict.at(key).toGenericDict()) {
-      if (!item.key().isString()) throw foreign(std::string("a name in '") + key + "'", item.key());
-      const std::string where = std::string("'") + key + "' entry " + quote_path(item.key().toStringRef());
-      if (!item.value().isTensor()) throw foreign(where, item.value());
-      const at::Tensor& t = item.value().toTensor();
-      if (std::string(key) == "blobs" && (t.scalar_type() != at::kByte || t.layout() != at::kStrided || t.dim() != 1)) {
-        throw CheckpointError(name + " has " + where + " of type " + c10::toString(t.scalar_type()) + " with " +
-                              std::to_string(t.dim()) +
-                              " dimension(s), not the 1-D uint8 bytes Volt writes; it was not written by Volt.");
-      }
-    }
-  }
-  for (const auto& item : dict.at("tensors").toGenericDict()) {
-    ckpt.tensors.emplace(item.key().toStringRef(), item.value().toTensor());
-  }
-  for (const auto& item : dict.at("blobs").toGenericDict()) {
-    const at::Tensor t = item.value().toTensor().contiguous();
-    ckpt.blobs.emplace(item.key().toStringRef(),
-                       std::string(static_cast<const char*>(t.data_ptr()), static_cast<size_t>(t.numel())));
-  }
-  if (!dict.at("meta").isString()) throw foreign("a 'meta' entry", dict.at("meta"));
-  try {
-    ckpt.meta = nlohmann::json::parse(dict.at("meta").toStringRef());
-  } catch (const std::exception& e) {
-    throw CheckpointError(name + " has malformed metadata: " + e.what());
-  }
-  if (!ckpt.meta.is_object() && !ckpt.meta.is_null()) {
-    throw CheckpointError(name + " has metadata that is a JSON " + ckpt.meta.type_name() +
-                          ", not the object Volt writes.");
-  }
-  return ckpt;
 }
 
 void TorchCheckpointIO::remove_checkpoint(const std::string& path) {

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "checkpoint_io/detail/checkpoint_layout.h"
 #include "checkpoint_io/detail/python_pickle.h"
 #include "checkpoint_io/detail/torch_archive.h"
 #include "volt/checkpoint_io/safetensors.h"
@@ -105,20 +106,12 @@ WeightsFile classify(const PyValuePtr& root, const std::string& name) {
                           ", not a dict: it is none of the formats Volt reads (Volt or Lightning checkpoint, "
                           "torch.save state_dict, safetensors).");
   }
-  const auto tensors = root->get("tensors"), blobs = root->get("blobs"), meta = root->get("meta");
-  if (tensors && blobs && meta) {
+  if (root->get("volt_format_version") || (root->get("tensors") && root->get("blobs") && root->get("meta"))) {
+    // Volt's layout (format 2, Lightning's keys) or its format 1: read as resume reads it.
+    const Checkpoint ckpt = detail::checkpoint_from_tree(*root, name);
     out.format = FileFormat::kVoltCheckpoint;
-    static const std::string kPrefix = "state_dict.";
-    for (const auto& [key, t] : tensor_dict(*tensors, name, "the 'tensors' entry")) {
-      if (key.compare(0, kPrefix.size(), kPrefix) == 0) out.state_dict[key.substr(kPrefix.size())] = t;
-    }
-    if (meta->kind != Kind::kString)
-      throw CheckpointError(name + " has a 'meta' entry that is " + kind_name(*meta) + ".");
-    try {
-      out.info = nlohmann::json::parse(meta->s);
-    } catch (const std::exception& e) {
-      throw CheckpointError(name + " has malformed metadata: " + e.what());
-    }
+    out.state_dict = ckpt.state_dict();
+    out.info = ckpt.meta;
     return out;
   }
   const auto state_dict = root->get("state_dict");
@@ -146,10 +139,11 @@ WeightsFile classify(const PyValuePtr& root, const std::string& name) {
     }
     keys += (keys.empty() ? "" : ", ") + quote_path(k->s) + " (" + kind_name(*value) + ")";
   }
-  throw CheckpointError(name + " holds a dict with " + keys +
-                        ": none of the formats Volt reads (a Volt checkpoint has 'tensors', 'blobs' and 'meta'; a "
-                        "Lightning checkpoint 'state_dict' and 'pytorch-lightning_version'; a state_dict only "
-                        "tensors).");
+  throw CheckpointError(
+      name + " holds a dict with " + keys +
+      ": none of the formats Volt reads (a Volt checkpoint has 'volt_format_version' and 'state_dict'; a "
+      "Lightning checkpoint 'state_dict' and 'pytorch-lightning_version'; a state_dict only "
+      "tensors).");
 }
 
 // A .safetensors file starts with an 8-byte little-endian header length that fits the file, then '{'.
@@ -163,14 +157,11 @@ bool looks_like_safetensors(const unsigned char* p, size_t n) {
 }  // namespace
 
 WeightsFile read_weights_file(const std::string& path) {
-  if (const std::string why = regular_file_problem(path, "weights file", "Give a .ckpt, .pt or .safetensors file.");
-      !why.empty()) {
-    throw CheckpointError(why);
-  }
+  detail::check_readable_file(path, "weights file");
   // Named as resume names a checkpoint, so that a damaged file reads the same from volt inspect and fit.
   const std::string name = detail::file_label(path, "checkpoint");
-  const MappedFile file(path, name);
-  if (looks_like_safetensors(file.data(), file.size())) {
+  const auto file = std::make_shared<const MappedFile>(path, name);
+  if (looks_like_safetensors(file->data(), file->size())) {
     WeightsFile out;
     out.format = FileFormat::kSafetensors;
     SafetensorsFile st = load_safetensors(path);
@@ -178,42 +169,12 @@ WeightsFile read_weights_file(const std::string& path) {
     out.info = st.metadata;
     return out;
   }
-  if (!looks_like_zip(file.data(), file.size())) {
+  if (!looks_like_zip(file->data(), file->size())) {
     throw CheckpointError(name +
                           " is neither a zip archive (what torch.save, Lightning and Volt write) nor a "
                           ".safetensors file. Give a .ckpt, .pt or .safetensors file.");
   }
-  const auto records = verify_zip(file.data(), file.size(), name);
-  // The archive's folder is the prefix of its data.pkl record ("archive/" in PyTorch 2.x).
-  std::string prefix;
-  const ZipRecord* pickle = nullptr;
-  for (const auto& r : records) {
-    const auto slash = r.name.find('/');
-    if (slash != std::string::npos && r.name.compare(slash, std::string::npos, "/data.pkl") == 0) {
-      if (pickle) throw CheckpointError(name + " has two data.pkl records; it is not one torch.save archive.");
-      pickle = &r;
-      prefix = r.name.substr(0, slash + 1);
-    }
-  }
-  if (!pickle)
-    throw CheckpointError(name + " is a zip archive without a data.pkl record: torch.save did not write it.");
-  std::map<std::string, const ZipRecord*> by_name;
-  for (const auto& r : records) {
-    if (r.name.compare(0, prefix.size(), prefix) != 0) {
-      throw CheckpointError(name + " has record " + quote_path(r.name) + " outside its folder " + quote_path(prefix) +
-                            "; it is not one torch.save archive.");
-    }
-    by_name[r.name] = &r;
-  }
-  const detail::StorageLoader storage = [&](const std::string& key) -> std::pair<const unsigned char*, size_t> {
-    const auto it = by_name.find(prefix + "data/" + key);
-    if (it == by_name.end()) {
-      throw CheckpointError(name + " names a storage " + quote_path(key) + " that has no record; the file is damaged.");
-    }
-    return {file.data() + it->second->data_offset, static_cast<size_t>(it->second->size)};
-  };
-  const auto root =
-      detail::read_python_pickle(file.data() + pickle->data_offset, static_cast<size_t>(pickle->size), storage, name);
+  const auto root = detail::read_archive_pickle(file, name);
   return classify(root, name);
 }
 

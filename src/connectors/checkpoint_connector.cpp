@@ -10,6 +10,10 @@
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
+#include <iostream>
+
+#include "volt/checkpoint_io/lightning_layout.h"
+#include "volt/checkpoint_io/optimizer_state.h"
 #include "volt/checkpoint_io/state_dict.h"
 #include "volt/core/compat.h"
 #include "volt/core/error.h"
@@ -65,43 +69,80 @@ Checkpoint CheckpointConnector::dump(const CheckpointParts& parts, bool weights_
   for (const auto& [name, tensor] : checkpoint_io::module_state_dict(parts.module)) {
     ckpt.tensors[kStateDictPrefix + name] = tensor;
   }
+  // Lightning 2.x's dictionary (docs/checkpoints.md); what only Volt needs goes under "volt".
   auto& meta = ckpt.meta;
-  meta["format_version"] = kCheckpointFormatVersion;
-  meta["volt_version"] = VOLT_VERSION_STRING;
-  meta["torch_version"] = compat::torch_version();
+  const checkpoint_io::LoopProgress progress{parts.state.current_epoch, parts.state.global_step,
+                                             parts.state.batches_done, parts.state.batches_seen,
+                                             parts.state.num_training_batches};
   meta["epoch"] = parts.state.current_epoch;
   meta["global_step"] = parts.state.global_step;
-  meta["weights_only"] = weights_only;
+  meta["pytorch-lightning_version"] = checkpoint_io::kLightningLayoutVersion;
+  meta["volt_version"] = VOLT_VERSION_STRING;
   meta["hyper_parameters"] = parts.module.hparams();
-  meta["metrics"] = parts.view.callback_metrics();
+  nlohmann::json volt = {{"format_version", kCheckpointFormatVersion},
+                         {"torch_version", compat::torch_version()},
+                         {"weights_only", weights_only},
+                         {"metrics", parts.view.callback_metrics()}};
+  int64_t scheduler_steps = 0;
+  for (const auto& cfg : parts.lr_schedulers) {
+    if (cfg.scheduler) scheduler_steps += cfg.scheduler->last_epoch();
+  }
+  meta["loops"] = checkpoint_io::lightning_loops(progress, scheduler_steps);
   if (!weights_only) {
     for (size_t i = 0; i < parts.optimizers.size(); ++i) {
-      ckpt.blobs[optimizer_key(i)] = strategy_.save_optimizer_state(*parts.optimizers[i]);
+      if (!checkpoint_io::dump_pytorch_optimizer_state(*parts.optimizers[i], i, ckpt)) {
+        // An optimizer PyTorch's layout does not cover: its LibTorch archive, and the groups' rates.
+        ckpt.blobs[optimizer_key(i)] = strategy_.save_optimizer_state(*parts.optimizers[i]);
+        nlohmann::json groups = nlohmann::json::array();
+        int64_t p = 0;
+        for (const auto& group : parts.optimizers[i]->param_groups()) {
+          nlohmann::json params = nlohmann::json::array();
+          for (size_t k = 0; k < group.params().size(); ++k) params.push_back(p++);
+          groups.push_back({{"lr", group.options().get_lr()}, {"params", params}});
+        }
+        auto& list = meta["optimizer_states"];
+        if (!list.is_array()) list = nlohmann::json::array();
+        while (list.size() <= i) list.push_back(nullptr);
+        list[i] = {{"state", nlohmann::json::object()}, {"param_groups", groups}};
+      }
     }
+    if (!meta.contains("optimizer_states")) meta["optimizer_states"] = nlohmann::json::array();
     auto scheds = nlohmann::json::array();
     for (const auto& cfg : parts.lr_schedulers) {
-      scheds.push_back({{"last_epoch", cfg.scheduler ? cfg.scheduler->last_epoch() : 0}});
+      // PyTorch's scheduler state_dict entries that every schedule has (Lightning updates the scheduler's
+      // attributes from them; a schedule's own settings stay those of the scheduler it constructs).
+      const int64_t last = cfg.scheduler ? cfg.scheduler->last_epoch() : 0;
+      nlohmann::json s = {
+          {"last_epoch", last}, {"_step_count", last + 1}, {"verbose", false}, {"_get_lr_called_within_step", false}};
+      if (cfg.scheduler) {
+        s["base_lrs"] = cfg.scheduler->base_lrs();
+        s["_last_lr"] = cfg.scheduler->get_last_lr();
+      }
+      scheds.push_back(s);
     }
     meta["lr_schedulers"] = scheds;
-    meta["precision"] = {{"name", strategy_.precision().name()}, {"state", strategy_.precision().state_dict()}};
-    meta["loops"] = {{"epoch", parts.state.current_epoch},
-                     {"global_step", parts.state.global_step},
-                     {"batches_done", parts.state.batches_done},
-                     {"batches_seen", parts.state.batches_seen},
-                     {"num_training_batches", parts.state.num_training_batches}};
+    const auto precision_state = strategy_.precision().state_dict();
+    volt["precision"] = strategy_.precision().name();
+    if (precision_state.is_object() && !precision_state.empty()) {
+      meta[checkpoint_io::lightning_precision_key(strategy_.precision().name())] = precision_state;
+    }
+    volt["loops"] = checkpoint_io::progress_json(progress);
     auto cb_state = nlohmann::json::object();
     for (const auto& cb : parts.callbacks) {
       auto s = cb->state_dict();
       if (!s.empty()) cb_state[cb->state_key()] = std::move(s);
     }
     meta["callbacks"] = cb_state;
-    meta["logger_version"] = logger_version;
+    volt["logger_version"] = logger_version;
     {
       auto gen = at::detail::getDefaultCPUGenerator();
       std::lock_guard<std::mutex> lock(gen.mutex());
       ckpt.tensors[kCpuRngKey] = gen.get_state();
     }
     dump_cuda_rng(ckpt);
+  }
+  meta["volt"] = volt;
+  if (!weights_only) {
     for (const auto& cb : parts.callbacks) cb->on_save_checkpoint(parts.view, ckpt);
   }
   const_cast<Module&>(parts.module).on_save_checkpoint(ckpt);
@@ -116,20 +157,35 @@ void CheckpointConnector::save(const CheckpointParts& parts, const std::string& 
 Checkpoint CheckpointConnector::load(const std::string& path) const {
   Checkpoint ckpt = strategy_.load_checkpoint(path);
   // Read as JSON: a damaged file may hold a string or nothing there.
+  const nlohmann::json& volt = volt_section(ckpt);
   const nlohmann::json version =
-      ckpt.meta.is_object() ? ckpt.meta.value("format_version", nlohmann::json(-1)) : nlohmann::json(-1);
+      volt.is_object() ? volt.value("format_version", nlohmann::json(-1)) : nlohmann::json(-1);
   if (version != kCheckpointFormatVersion) {
     throw CheckpointError("checkpoint '" + path + "' has format version " + version.dump() +
                           "; this Volt (" VOLT_VERSION_STRING ") reads version " +
-                          std::to_string(kCheckpointFormatVersion) + ".");
+                          std::to_string(kCheckpointFormatVersion) + " (and converts version 1).");
   }
   validate_progress(ckpt, path);
+  if (volt.contains("converted_from_format") && strategy_.is_global_zero()) {
+    std::cerr << "[volt] note: checkpoint " << quote_path(path) << " is in Volt's format "
+              << volt["converted_from_format"].dump()
+              << " (tensors/blobs/meta); it was converted on read, and checkpoints saved from now on use Lightning's "
+                 "layout.\n";
+  }
   return ckpt;
+}
+
+const nlohmann::json& CheckpointConnector::volt_section(const Checkpoint& checkpoint) {
+  static const nlohmann::json kNone;
+  const auto& meta = checkpoint.meta;
+  if (!meta.is_object() || !meta.contains("volt")) return kNone;
+  return meta.at("volt");
 }
 
 void CheckpointConnector::validate_progress(const Checkpoint& checkpoint, const std::string& path) {
   std::vector<std::string> problems;
   const auto& meta = checkpoint.meta;
+  const auto& volt = volt_section(checkpoint);
   auto counter = [&](const nlohmann::json& where, const char* key, const std::string& label, bool required) {
     if (!where.is_object() || !where.contains(key)) {
       if (required) problems.push_back(label + " is missing");
@@ -145,18 +201,21 @@ void CheckpointConnector::validate_progress(const Checkpoint& checkpoint, const 
   };
   counter(meta, "epoch", "epoch", true);
   counter(meta, "global_step", "global_step", true);
-  const bool weights_only = meta.is_object() && meta.value("weights_only", nlohmann::json(false)) == true;
-  if (meta.contains("loops") || !weights_only) {
-    const nlohmann::json& loops = meta.contains("loops") ? meta.at("loops") : nlohmann::json();
+  if (volt.is_object() && volt.contains("weights_only") && !volt.at("weights_only").is_boolean()) {
+    problems.push_back("volt.weights_only is " + volt.at("weights_only").dump() + ", not true or false");
+  }
+  const bool weights_only = volt.is_object() && volt.value("weights_only", nlohmann::json(false)) == true;
+  if ((volt.is_object() && volt.contains("loops")) || !weights_only) {
+    const nlohmann::json& loops = volt.is_object() && volt.contains("loops") ? volt.at("loops") : nlohmann::json();
     if (!loops.is_object()) {
-      problems.push_back(std::string("loops is ") + (loops.is_null() ? "missing" : "not an object"));
+      problems.push_back(std::string("volt.loops is ") + (loops.is_null() ? "missing" : "not an object"));
     } else {
       for (const char* key : {"epoch", "global_step", "batches_done", "batches_seen", "num_training_batches"}) {
-        counter(loops, key, std::string("loops.") + key, true);
+        counter(loops, key, std::string("volt.loops.") + key, true);
       }
     }
   }
-  if (meta.contains("lr_schedulers")) {
+  if (meta.is_object() && meta.contains("lr_schedulers")) {
     const auto& scheds = meta.at("lr_schedulers");
     if (!scheds.is_array()) {
       problems.push_back("lr_schedulers is not a list");
@@ -183,19 +242,27 @@ void CheckpointConnector::restore_module(Module& module, const Checkpoint& check
 void CheckpointConnector::restore_training_state(const CheckpointParts& parts, const Checkpoint& checkpoint,
                                                  const std::string& path) const try {
   const auto& meta = checkpoint.meta;
-  if (meta.value("weights_only", false)) {
+  const auto& volt = volt_section(checkpoint);
+  if (volt.value("weights_only", false)) {
     throw CheckpointError("checkpoint '" + path +
                           "' holds only weights (save_weights_only); it cannot resume training. Load it with "
                           "validate/test/predict, or resume from a full checkpoint.");
   }
+  // Every optimizer is checked and built before the first is changed: a refused resume changes nothing.
   for (size_t i = 0; i < parts.optimizers.size(); ++i) {
-    auto it = checkpoint.blobs.find(optimizer_key(i));
-    if (it == checkpoint.blobs.end()) {
+    if (checkpoint.blobs.count(optimizer_key(i)) == 0 && !checkpoint_io::has_pytorch_optimizer_state(checkpoint, i)) {
       throw CheckpointError("checkpoint '" + path + "' has no state for optimizer " + std::to_string(i) + " of " +
                             std::to_string(parts.optimizers.size()) +
                             "; configure_optimizers returns a different set than when it was written.");
     }
-    strategy_.load_optimizer_state(*parts.optimizers[i], it->second);
+  }
+  for (size_t i = 0; i < parts.optimizers.size(); ++i) {
+    auto it = checkpoint.blobs.find(optimizer_key(i));
+    if (it != checkpoint.blobs.end()) {
+      strategy_.load_optimizer_state(*parts.optimizers[i], it->second);
+    } else {
+      checkpoint_io::load_pytorch_optimizer_state(*parts.optimizers[i], i, checkpoint, path);
+    }
   }
   const auto scheds = meta.value("lr_schedulers", nlohmann::json::array());
   for (size_t i = 0; i < parts.lr_schedulers.size() && i < scheds.size(); ++i) {
@@ -203,9 +270,9 @@ void CheckpointConnector::restore_training_state(const CheckpointParts& parts, c
       parts.lr_schedulers[i].scheduler->set_last_epoch(scheds[i].value("last_epoch", int64_t{0}));
     }
   }
-  if (meta.contains("precision"))
-    strategy_.precision().load_state_dict(meta["precision"].value("state", nlohmann::json::object()));
-  const auto loops = meta.value("loops", nlohmann::json::object());
+  const std::string precision_key = checkpoint_io::lightning_precision_key(strategy_.precision().name());
+  if (meta.contains(precision_key)) strategy_.precision().load_state_dict(meta[precision_key]);
+  const auto loops = volt.value("loops", nlohmann::json::object());
   parts.state.current_epoch = loops.value("epoch", int64_t{0});
   parts.state.global_step = loops.value("global_step", int64_t{0});
   parts.state.batches_done = loops.value("batches_done", int64_t{0});

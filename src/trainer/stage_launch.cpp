@@ -22,8 +22,10 @@ constexpr const char* kPredictionsFile = "predictions.pt";
 
 MetricMap metrics_of(const Checkpoint& ckpt) {
   MetricMap out;
-  const auto it = ckpt.meta.find("metrics");
-  if (it == ckpt.meta.end() || !it->is_object()) return out;
+  const auto& volt = connectors::CheckpointConnector::volt_section(ckpt);
+  if (!volt.is_object()) return out;
+  const auto it = volt.find("metrics");
+  if (it == volt.end() || !it->is_object()) return out;
   for (const auto& [k, v] : it->items()) {
     if (v.is_number()) out[k] = v.get<double>();
   }
@@ -100,7 +102,7 @@ void Trainer::Impl::spawn_restore_start(Module& module, const std::string& dir, 
   const std::string path = dir + "/" + kStartFile;
   const Checkpoint start = strategy_->checkpoint_io().load_checkpoint(path);
   connectors::CheckpointConnector::restore_module(module, start, path);
-  if (full && !start.meta.value("weights_only", false)) {
+  if (full && !connectors::CheckpointConnector::volt_section(start).value("weights_only", false)) {
     checkpoint_connector_.restore_training_state(parts(), start, path);
   }
 }

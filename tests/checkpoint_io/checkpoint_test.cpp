@@ -32,6 +32,8 @@
 #include "support/fake_trainer_view.h"
 #include "volt/accelerators/cpu_accelerator.h"
 #include "volt/callbacks/callback.h"
+#include "volt/checkpoint_io/lightning_layout.h"
+#include "volt/checkpoint_io/optimizer_state.h"
 #include "volt/checkpoint_io/torch_checkpoint_io.h"
 #include "volt/connectors/checkpoint_connector.h"
 #include "volt/core/compat.h"
@@ -410,12 +412,15 @@ TEST_F(CheckpointConnectorTest, RoundTripRestoresWeightsOptimizerSchedulerLoopCa
   TrainingRun b;
   at::rand({100});  // move the generator away from the saved state
   const Checkpoint loaded = connector_.load(path);
-  EXPECT_EQ(loaded.meta["format_version"], volt::kCheckpointFormatVersion);
+  EXPECT_EQ(loaded.meta["volt"]["format_version"], volt::kCheckpointFormatVersion);
   EXPECT_EQ(loaded.meta["volt_version"], VOLT_VERSION_STRING);
-  EXPECT_EQ(loaded.meta["torch_version"], volt::compat::torch_version());
-  EXPECT_EQ(loaded.meta["logger_version"], "version_7");
+  EXPECT_EQ(loaded.meta["pytorch-lightning_version"], volt::checkpoint_io::kLightningLayoutVersion);
+  EXPECT_EQ(loaded.meta["volt"]["torch_version"], volt::compat::torch_version());
+  EXPECT_EQ(loaded.meta["volt"]["logger_version"], "version_7");
   EXPECT_EQ(loaded.meta["tiny_net"], "was here");
-  EXPECT_EQ(loaded.blobs.count("optimizer.0"), 1u);
+  // The optimizer's state in PyTorch's layout, no LibTorch archive.
+  EXPECT_TRUE(volt::checkpoint_io::has_pytorch_optimizer_state(loaded, 0));
+  EXPECT_TRUE(loaded.blobs.empty());
 
   CheckpointConnector::restore_module(b.module, loaded, path);
   connector_.restore_training_state(b.parts(), loaded, path);
@@ -458,8 +463,9 @@ TEST_F(CheckpointConnectorTest, WeightsOnlyCheckpointHasNoOptimizerStateAndCanno
   connector_.save(a.parts(), path, /*weights_only=*/true, "");
   const Checkpoint loaded = connector_.load(path);
   EXPECT_TRUE(loaded.blobs.empty());
-  EXPECT_EQ(loaded.meta["weights_only"], true);
-  EXPECT_FALSE(loaded.meta.contains("loops"));
+  EXPECT_EQ(loaded.meta["volt"]["weights_only"], true);
+  EXPECT_FALSE(loaded.meta.contains("optimizer_states"));
+  EXPECT_FALSE(loaded.meta["volt"].contains("loops"));
   TrainingRun b;
   EXPECT_NO_THROW(CheckpointConnector::restore_module(b.module, loaded, path));
   expect_same_state(a.module, b.module);
@@ -507,7 +513,7 @@ TEST_F(CheckpointConnectorTest, RestoreModuleListsUnexpectedCheckpointEntries) {
 TEST_F(CheckpointConnectorTest, LoadRejectsOtherFormatVersions) {
   TorchCheckpointIO io;
   Checkpoint future = small_checkpoint();
-  future.meta["format_version"] = volt::kCheckpointFormatVersion + 998;
+  future.meta["volt"]["format_version"] = volt::kCheckpointFormatVersion + 998;
   const std::string path = dir_ / "future.ckpt";
   io.save_checkpoint(future, path);
   std::string msg = error_message<CheckpointError>([&] { connector_.load(path); });
@@ -515,7 +521,7 @@ TEST_F(CheckpointConnectorTest, LoadRejectsOtherFormatVersions) {
   EXPECT_TRUE(contains(msg, path)) << msg;
 
   Checkpoint unversioned = small_checkpoint();
-  unversioned.meta.erase("format_version");
+  unversioned.meta.erase("volt");
   io.save_checkpoint(unversioned, path);
   EXPECT_THROW(connector_.load(path), CheckpointError);
 }
@@ -528,7 +534,7 @@ TEST_F(CheckpointConnectorTest, NonFiniteMetricsDoNotBreakSaveAndLoad) {
   ASSERT_NO_THROW(connector_.save(a.parts(), path, false, ""));
   Checkpoint loaded;
   ASSERT_NO_THROW(loaded = connector_.load(path));
-  EXPECT_EQ(loaded.meta["metrics"]["acc"], 0.5);
+  EXPECT_EQ(loaded.meta["volt"]["metrics"]["acc"], 0.5);
   TrainingRun b;
   EXPECT_NO_THROW(connector_.restore_training_state(b.parts(), loaded, path));
 }

@@ -306,7 +306,7 @@ TEST_F(PythonWeights, VoltInspectSaysWhichFormatEachFileIs) {
   }
   volt::Checkpoint c;
   c.tensors["state_dict.w"] = at::ones({2});
-  c.meta = {{"format_version", 1}, {"epoch", 1}, {"global_step", 2}, {"weights_only", true}};
+  c.meta = {{"volt", {{"format_version", 2}, {"weights_only", true}}}, {"epoch", 1}, {"global_step", 2}};
   volt::checkpoint_io::TorchCheckpointIO().save_checkpoint(c, file("v.ckpt"));
   EXPECT_TRUE(mentions(inspect_json(file("v.ckpt")), {"\"format\":\"Volt checkpoint\"", "\"state_dict.w\""}));
 }

@@ -60,7 +60,7 @@ std::string resume_error(const ScratchDir& dir, const std::string& path, bool wi
 
 TEST(DamagedCheckpoint, AFormatVersionThatIsNotANumberIsNamed) {
   ScratchDir dir;
-  const std::string path = damaged_checkpoint(dir, [](volt::Checkpoint& c) { c.meta["format_version"] = "1"; });
+  const std::string path = damaged_checkpoint(dir, [](volt::Checkpoint& c) { c.meta["volt"]["format_version"] = "1"; });
   const std::string message = resume_error(dir, path);
   EXPECT_TRUE(contains(message, path)) << message;
   EXPECT_TRUE(contains(message, "format version \"1\"")) << message;
@@ -68,7 +68,7 @@ TEST(DamagedCheckpoint, AFormatVersionThatIsNotANumberIsNamed) {
 
 TEST(DamagedCheckpoint, LoopStateOfTheWrongTypeIsACheckpointError) {
   ScratchDir dir;
-  const std::string path = damaged_checkpoint(dir, [](volt::Checkpoint& c) { c.meta["loops"]["global_step"] = "x"; });
+  const std::string path = damaged_checkpoint(dir, [](volt::Checkpoint& c) { c.meta["volt"]["loops"]["global_step"] = "x"; });
   const std::string message = resume_error(dir, path);
   EXPECT_TRUE(contains(message, path)) << message;
   EXPECT_TRUE(contains(message, "malformed metadata")) << message;
@@ -76,7 +76,7 @@ TEST(DamagedCheckpoint, LoopStateOfTheWrongTypeIsACheckpointError) {
 
 TEST(DamagedCheckpoint, AWeightsOnlyFlagThatIsNotABooleanIsACheckpointError) {
   ScratchDir dir;
-  const std::string path = damaged_checkpoint(dir, [](volt::Checkpoint& c) { c.meta["weights_only"] = "no"; });
+  const std::string path = damaged_checkpoint(dir, [](volt::Checkpoint& c) { c.meta["volt"]["weights_only"] = "no"; });
   EXPECT_TRUE(contains(resume_error(dir, path), "malformed metadata"));
 }
 
@@ -117,29 +117,29 @@ TEST(DamagedCheckpoint, ANegativeEpochIsRefusedBeforeAnythingIsWritten) {
   ScratchDir dir;
   const std::string path = damaged_checkpoint(dir, [](volt::Checkpoint& c) {
     c.meta["epoch"] = -4;
-    c.meta["loops"]["epoch"] = -4;
+    c.meta["volt"]["loops"]["epoch"] = -4;
   });
   const std::string message = refused_resume_leaves_nothing(dir, path);
-  EXPECT_TRUE(volt::testing::mentions(message, {path, "epoch is -4, below 0", "loops.epoch is -4, below 0"}));
+  EXPECT_TRUE(volt::testing::mentions(message, {path, "epoch is -4, below 0", "volt.loops.epoch is -4, below 0"}));
 }
 
 TEST(DamagedCheckpoint, NegativeStepsAndBatchCountersAreEachNamed) {
   ScratchDir dir;
   const std::string path = damaged_checkpoint(dir, [](volt::Checkpoint& c) {
     c.meta["global_step"] = -1;
-    c.meta["loops"]["global_step"] = -1;
-    c.meta["loops"]["batches_done"] = -2;
-    c.meta["loops"]["batches_seen"] = -3;
+    c.meta["volt"]["loops"]["global_step"] = -1;
+    c.meta["volt"]["loops"]["batches_done"] = -2;
+    c.meta["volt"]["loops"]["batches_seen"] = -3;
   });
   const std::string message = refused_resume_leaves_nothing(dir, path);
-  EXPECT_TRUE(volt::testing::mentions(message, {"global_step is -1", "loops.global_step is -1",
-                                                "loops.batches_done is -2", "loops.batches_seen is -3"}));
+  EXPECT_TRUE(volt::testing::mentions(message, {"global_step is -1", "volt.loops.global_step is -1",
+                                                "volt.loops.batches_done is -2", "volt.loops.batches_seen is -3"}));
 }
 
 TEST(DamagedCheckpoint, MissingLoopProgressIsNamed) {
   ScratchDir dir;
-  const std::string path = damaged_checkpoint(dir, [](volt::Checkpoint& c) { c.meta["loops"].erase("batches_done"); });
-  EXPECT_TRUE(volt::testing::mentions(refused_resume_leaves_nothing(dir, path), {"loops.batches_done is missing"}));
+  const std::string path = damaged_checkpoint(dir, [](volt::Checkpoint& c) { c.meta["volt"]["loops"].erase("batches_done"); });
+  EXPECT_TRUE(volt::testing::mentions(refused_resume_leaves_nothing(dir, path), {"volt.loops.batches_done is missing"}));
 }
 
 TEST(DamagedCheckpoint, TensorsOfTheWrongDtypeAreListedNotConverted) {

@@ -1,8 +1,8 @@
 // volt-core: the `volt` commands that need LibTorch (the front end, front_main.cpp, execs it
 // for everything but new and ui): facts about this build, the hardware plan a set of flags gives, and what a
 // checkpoint or weights file holds.
-#include <ATen/Parallel.h>
 #include <ATen/Context.h>
+#include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -292,15 +293,28 @@ void inspect_checkpoint(const std::string& path, bool json) {
               << "\n";
     return;
   }
-  auto field = [&](const char* key) { return meta.contains(key) ? number_string(meta[key]) : std::string("?"); };
-  auto text = [&](const char* key) {
-    return meta.contains(key) && meta[key].is_string() ? meta[key].get<std::string>() : std::string("?");
+  const auto& volt = volt::connectors::CheckpointConnector::volt_section(ckpt);
+  auto field_of = [&](const nlohmann::json& j, const char* key) {
+    return j.is_object() && j.contains(key) ? number_string(j[key]) : std::string("?");
   };
-  std::cout << volt::printable(path) << ": Volt checkpoint (format " << field("format_version") << ", Volt "
-            << text("volt_version") << ", LibTorch " << text("torch_version") << ")\n";
-  std::cout << "  epoch " << field("epoch") << ", global step " << field("global_step")
-            << (meta.value("weights_only", false) ? ", weights only" : "") << "\n";
-  const auto metrics = meta.value("metrics", nlohmann::json::object());
+  auto text_of = [&](const nlohmann::json& j, const char* key) {
+    return j.is_object() && j.contains(key) && j[key].is_string() ? volt::printable(j[key].get<std::string>())
+                                                                  : std::string("?");
+  };
+  std::cout << volt::printable(path) << ": Volt checkpoint (format " << field_of(volt, "format_version");
+  if (volt.is_object() && volt.contains("converted_from_format")) {
+    std::cout << ", converted on read from format " << field_of(volt, "converted_from_format");
+  }
+  std::cout << ", Lightning layout " << text_of(meta, "pytorch-lightning_version") << ", Volt "
+            << text_of(meta, "volt_version") << ", LibTorch " << text_of(volt, "torch_version") << ")\n";
+  std::cout << "  epoch " << field_of(meta, "epoch") << ", global step " << field_of(meta, "global_step")
+            << (volt.is_object() && volt.value("weights_only", false) ? ", weights only" : "") << "\n";
+  if (volt.is_object() && volt.contains("loops") && volt["loops"].is_object()) {
+    const auto& l = volt["loops"];
+    std::cout << "  position: " << field_of(l, "batches_done") << " of " << field_of(l, "num_training_batches")
+              << " batches of the epoch done, " << field_of(l, "batches_seen") << " in all\n";
+  }
+  const auto metrics = volt.is_object() ? volt.value("metrics", nlohmann::json::object()) : nlohmann::json::object();
   if (metrics.is_object() && !metrics.empty()) {
     std::cout << "  metrics:";
     for (const auto& [name, value] : metrics.items()) std::cout << " " << name << "=" << number_string(value);
@@ -308,9 +322,38 @@ void inspect_checkpoint(const std::string& path, bool json) {
   }
   const auto hparams = meta.value("hyper_parameters", nlohmann::json::object());
   if (!hparams.is_null() && !hparams.empty()) std::cout << "  hyper_parameters: " << dump(hparams) << "\n";
+  const auto optimizers = meta.value("optimizer_states", nlohmann::json::array());
+  for (size_t i = 0; optimizers.is_array() && i < optimizers.size(); ++i) {
+    const auto& o = optimizers[i];
+    const auto groups = o.is_object() ? o.value("param_groups", nlohmann::json::array()) : nlohmann::json::array();
+    std::cout << "  optimizer_states[" << i << "]: " << groups.size() << " param group(s)";
+    for (const auto& g : groups) {
+      if (g.is_object())
+        std::cout << ", lr " << field_of(g, "lr") << " over " << g.value("params", nlohmann::json::array()).size()
+                  << " parameters";
+    }
+    const std::string prefix = "optimizer_states." + std::to_string(i) + ".state.";
+    std::set<std::string> entries;
+    for (const auto& [name, t] : ckpt.tensors) {
+      if (name.rfind(prefix, 0) != 0) continue;
+      const std::string rest = name.substr(prefix.size());
+      const auto dot = rest.find('.');
+      if (dot != std::string::npos) entries.insert(rest.substr(dot + 1));
+    }
+    std::cout << "; state";
+    if (entries.empty()) std::cout << " none in PyTorch's layout";
+    for (const auto& e : entries) std::cout << " " << e;
+    std::cout << "\n";
+  }
+  const auto scheds = meta.value("lr_schedulers", nlohmann::json::array());
+  for (size_t i = 0; scheds.is_array() && i < scheds.size(); ++i) {
+    std::cout << "  lr_schedulers[" << i << "]: last_epoch " << field_of(scheds[i], "last_epoch") << "\n";
+  }
+  const auto callbacks = meta.value("callbacks", nlohmann::json::object());
+  for (const auto& [key, value] : callbacks.items()) std::cout << "  callbacks: " << volt::printable(key) << "\n";
   print_tensor_table(rows, parameters, " (state_dict)");
   if (!ckpt.blobs.empty()) {
-    std::cout << "\noptimizer state:\n";
+    std::cout << "\nLibTorch optimizer archives (volt_blobs):\n";
     for (const auto& [name, bytes] : ckpt.blobs) std::cout << "  " << name << "  " << bytes.size() << " bytes\n";
   }
 }
@@ -400,7 +443,6 @@ int cmd_inspect(int argc, char** argv) {
   }
 }
 }  // namespace
-
 
 int main(int argc, char** argv) {
   if (argc < 2) {

@@ -2,18 +2,16 @@
 #include <map>
 #include "volt/checkpoint_io/checkpoint_io.h"
 
-namespace c10 {
-struct IValue;
-}
-
 namespace volt::checkpoint_io {
 
-/// The default: one LibTorch pickle archive per checkpoint (a dict that Python's
-/// torch.load reads: {"tensors": {name: tensor}, "blobs": {name: uint8 tensor},
-/// "meta": JSON text}). load_checkpoint refuses a path that is not a regular file (a
-/// folder, FIFO or device) before opening it, then checks the zip archive's integrity
-/// (verify_zip: every record's CRC-32 and size) before LibTorch reads it; every failure,
-/// LibTorch's included, is a CheckpointError naming the file. Written to a temporary file in the same folder, fsynced,
+/// The default: the dictionary PyTorch Lightning 2.x writes (epoch, global_step, pytorch-lightning_version,
+/// state_dict, loops, callbacks, optimizer_states, lr_schedulers, hyper_parameters; Volt's own under "volt",
+/// "volt_tensors", "volt_blobs" and "volt_format_version"), pickled and zipped as torch.save writes it, so that
+/// torch.load(path, weights_only=True) and Lightning read it (docs/checkpoints.md). load_checkpoint refuses a
+/// path that is not a regular file before opening it, checks the zip archive's integrity (verify_zip: every
+/// record's CRC-32 and size), then reads data.pkl with a weights-only reader that runs nothing; it also reads
+/// Lightning's files and Volt's format 1 ({"tensors", "blobs", "meta"}), both in format 2's layout. Every
+/// failure is a CheckpointError naming the file. Written to a temporary file in the same folder, fsynced,
 /// renamed over the target, and the folder fsynced.
 class TorchCheckpointIO : public CheckpointIO {
  public:
@@ -23,7 +21,6 @@ class TorchCheckpointIO : public CheckpointIO {
 
  private:
   static void save_archive(const Checkpoint& checkpoint, const std::string& path);
-  static Checkpoint unpack(const c10::IValue& root, const std::string& name);
 };
 
 /// Writes `bytes` to `path` atomically (temp file in the same folder, fsync, rename,

@@ -10,7 +10,7 @@ namespace volt::checkpoint_io {
 
 /// The formats Volt reads.
 enum class FileFormat {
-  kVoltCheckpoint,       ///< written by Volt (TorchCheckpointIO): {"tensors", "blobs", "meta"}
+  kVoltCheckpoint,       ///< written by Volt (TorchCheckpointIO): Lightning's keys and "volt_format_version"; or format 1
   kLightningCheckpoint,  ///< written by PyTorch Lightning: "state_dict", "epoch", "pytorch-lightning_version", ...
   kTorchStateDict,       ///< torch.save(model.state_dict()): names -> tensors
   kSafetensors,          ///< the Hugging Face .safetensors layout

@@ -39,8 +39,12 @@ class CheckpointConnector {
   /// progress counters (validate_progress), before anything is restored from it.
   Checkpoint load(const std::string& path) const;
   /// Throws one CheckpointError listing every progress counter (epoch, global_step, the loops' counters,
-  /// the LR schedulers' last_epoch) that is missing, not a whole number or below 0.
+  /// the LR schedulers' last_epoch) that is missing, not a whole number or below 0. The loop position read
+  /// is meta["volt"]["loops"] (for a Lightning file, derived from its loops when read).
   static void validate_progress(const Checkpoint& checkpoint, const std::string& path);
+  /// The checkpoint's meta["volt"] (format version, exact loop position, weights_only, metrics, logger
+  /// version), or a null JSON value when it has none.
+  static const nlohmann::json& volt_section(const Checkpoint& checkpoint);
   /// Copies the checkpoint's weights into the module. Every parameter and buffer must be
   /// present with the same shape and dtype, and nothing else; otherwise nothing is copied and
   /// one CheckpointError lists what is missing, unexpected, or differs (name, checkpoint, module).

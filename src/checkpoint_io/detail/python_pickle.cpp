@@ -5,6 +5,7 @@
 #include <map>
 
 #include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
 
 #include "volt/core/error.h"
 #include "volt/core/printable.h"
@@ -394,7 +395,9 @@ class Reader {
     if (dtype == at::ScalarType::Undefined) fail("has a storage of class " + printable(id->items[1]->s));
     const int64_t numel = int_arg(id->items[4], "a storage's size");
     const std::string& key = id->items[2]->s;
-    const auto [bytes, size] = storage_(key);
+    const StorageBytes record = storage_(key);
+    const unsigned char* bytes = record.data;
+    const size_t size = record.size;
     const size_t item = c10::elementSize(dtype);
     if (numel < 0 || static_cast<uint64_t>(numel) > size / item) {
       fail("declares a storage of " + std::to_string(numel) + " elements of " + std::to_string(item) +
@@ -403,8 +406,15 @@ class Reader {
     auto it = storages_.find(key);
     if (it != storages_.end()) return it->second;
     auto v = make(Kind::kTensor);
-    v->tensor = at::empty({numel}, at::TensorOptions().dtype(dtype));
-    if (numel > 0) std::memcpy(v->tensor.data_ptr(), bytes, static_cast<size_t>(numel) * item);
+    if (record.owner && numel > 0 && reinterpret_cast<uintptr_t>(bytes) % 64 == 0) {
+      // Into the (private, copy-on-write) mapping: the bytes were just read by the CRC check, not copied again.
+      auto* keep = new std::shared_ptr<const void>(record.owner);
+      v->tensor = at::from_blob(
+          const_cast<unsigned char*>(bytes), {numel}, [keep](void*) { delete keep; }, at::TensorOptions().dtype(dtype));
+    } else {
+      v->tensor = at::empty({numel}, at::TensorOptions().dtype(dtype));
+      if (numel > 0) std::memcpy(v->tensor.data_ptr(), bytes, static_cast<size_t>(numel) * item);
+    }
     storages_[key] = v;
     return v;
   }
@@ -443,7 +453,9 @@ class Reader {
     const std::string fn = callable->kind == Kind::kObject ? callable->s : "";
     if (fn == "collections.OrderedDict" || fn == "builtins.dict") {
       if (!args->items.empty()) fail("builds a dict from arguments");
-      return make(Kind::kDict);
+      auto d = make(Kind::kDict);
+      d->b = fn == "collections.OrderedDict";
+      return d;
     }
     if (fn == "torch._utils._rebuild_tensor_v2" || fn == "torch._utils._rebuild_tensor")
       return rebuild_tensor(args->items);

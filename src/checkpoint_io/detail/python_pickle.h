@@ -29,14 +29,23 @@ struct PyValue {
   std::vector<PyValuePtr> items;                        ///< list and tuple items, an object's arguments
   std::vector<std::pair<PyValuePtr, PyValuePtr>> dict;  ///< in insertion order
   at::Tensor tensor;
+  // For a dict, `b` says it is an OrderedDict (how the pickle writer writes it).
 
   /// The dict entry under a string key, or nullptr.
   PyValuePtr get(const std::string& key) const;
   bool is_string_keyed_dict() const;
 };
 
+/// The bytes of one storage record. With an `owner` (the mapped file) and 64-byte aligned bytes, the tensor
+/// points into them and keeps the owner alive instead of copying them.
+struct StorageBytes {
+  const unsigned char* data = nullptr;
+  size_t size = 0;
+  std::shared_ptr<const void> owner;
+};
+
 /// Returns the bytes of the archive's record "data/<key>" (the storage a persistent id names), or throws.
-using StorageLoader = std::function<std::pair<const unsigned char*, size_t>(const std::string& key)>;
+using StorageLoader = std::function<StorageBytes(const std::string& key)>;
 
 /// Parses `size` bytes of a data.pkl. Throws CheckpointError "<name> is damaged: its data.pkl ..." (or "uses
 /// ...") naming the byte and what is wrong: unknown opcodes, a stack or memo the pickle misuses, a storage

@@ -1,26 +1,25 @@
 #pragma once
 // Reading a torch.save-style zip archive (Volt checkpoints, Lightning checkpoints, torch.save(state_dict)
-// files) with every check done before LibTorch's unpickler trusts it: the file's type, the zip's integrity
-// (zip_integrity.h), the pickle's opcodes, and every tensor against the record that holds its bytes.
-#include <map>
+// files) with every check done before a value is trusted: the file's type, the zip's integrity
+// (zip_integrity.h), then data.pkl through the weights-only reader (python_pickle.h), which runs nothing and
+// checks every storage against its record and every tensor against its storage.
+#include <memory>
 #include <string>
 
-#include <ATen/core/ivalue.h>
+#include "checkpoint_io/detail/python_pickle.h"
+#include "volt/checkpoint_io/zip_integrity.h"
 
 namespace volt::checkpoint_io::detail {
 
-/// The root object of an archive's data.pkl.
-struct TorchArchive {
-  c10::IValue root;
-};
+/// Throws CheckpointError "<role> '<path>' ..." when `path` is not a readable regular file (a folder, FIFO,
+/// device, missing or unreadable), saying how to fix it.
+void check_readable_file(const std::string& path, const std::string& role);
 
-/// Reads `path`. `role` names it in messages ("checkpoint", "weights file"), `kind` is what it should be
-/// ("Volt checkpoint") and `expected` what to give instead ("a .ckpt file that Volt wrote"). Throws CheckpointError
-/// "<role> '<path>' (<n> bytes) ..." for a path that is not a readable regular file, a damaged archive or pickle, a
-/// tensor whose shape reaches past the bytes of its record, or anything LibTorch's reader refuses (its first line,
-/// never an internal assert).
-TorchArchive read_torch_archive(const std::string& path, const std::string& role, const std::string& kind,
-                                const std::string& expected);
+/// The root of the data.pkl of the archive mapped in `file` (already known to start like a zip), after
+/// verify_zip. Tensors point into the mapping (and keep it alive) where their record is 64-byte aligned.
+/// Throws CheckpointError naming `name` for a damaged archive or pickle, records outside the archive's
+/// folder, a storage without a record.
+PyValuePtr read_archive_pickle(const std::shared_ptr<const MappedFile>& file, const std::string& name);
 
 /// "<role> '<path>' (<n> bytes)": how messages name a file.
 std::string file_label(const std::string& path, const std::string& role);
