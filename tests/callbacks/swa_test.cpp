@@ -25,6 +25,7 @@
 #include "volt/data/dataloader.h"
 #include "volt/data/dataset.h"
 #include "volt/trainer/trainer.h"
+#include "support/oracle.h"
 
 namespace {
 
@@ -90,31 +91,8 @@ bool python_has_torch() {
   return has;
 }
 
-fs::path oracle_setup() {
-  const char* src = std::getenv("VOLT_SOURCE_DIR");
-  return src != nullptr ? fs::path(src) / ".." / "shared" / "oracle" / "setup.sh" : fs::path();
-}
-
-/// Lightning's PYTHONPATH, unpacked once into the test folder (shared, under a lock, with
-/// checkpoint_weights_test.cpp's), or "" when it cannot be unpacked.
-std::string oracle_pythonpath() {
-  const fs::path dest = fs::absolute("ckpt_oracle");
-  const fs::path ready = dest / ".pythonpath";
-  if (!fs::exists(ready)) {
-    // The path goes to a file beside the folder first: setup.sh replaces the folder as it unpacks.
-    const std::string tmp = dest.string() + ".pythonpath.tmp";
-    const std::string unpack = "bash '" + oracle_setup().string() + "' '" + dest.string() +
-                               "' 2>/dev/null | grep '^PYTHONPATH=' | tail -1 | cut -d= -f2- > '" + tmp + "' && mv '" +
-                               tmp + "' '" + ready.string() + "'";
-    const std::string cmd =
-        "flock '" + dest.string() + ".lock' bash -c \"[ -f '" + ready.string() + "' ] || { " + unpack + "; }\"";
-    if (std::system(cmd.c_str()) != 0) return "";
-  }
-  std::ifstream in(ready);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
+using volt::testing::oracle_pythonpath;
+using volt::testing::oracle_setup;
 
 /// swa_lightning.py's model in Volt: Linear(4, 3) [-> BatchNorm1d(3)] -> tanh -> Linear(3, 1),
 /// MSE, SGD 0.1, the same closed-form initial weights.

@@ -21,6 +21,7 @@
 #include "volt/checkpoint_io/torch_checkpoint_io.h"
 #include "volt/checkpoint_io/weights_file.h"
 #include "volt/core/error.h"
+#include "support/oracle.h"
 
 namespace fs = std::filesystem;
 using volt::checkpoint_io::FileFormat;
@@ -108,31 +109,8 @@ bool python_has_torch() {
 }
 
 /// Lightning's PYTHONPATH from ../shared/oracle (unpacked once into the test's folder), or "" without it.
-fs::path oracle_setup() {
-  const char* src = std::getenv("VOLT_SOURCE_DIR");
-  return src != nullptr ? fs::path(src) / ".." / "shared" / "oracle" / "setup.sh" : fs::path();
-}
-bool oracle_available() { return !oracle_setup().empty() && fs::exists(oracle_setup()); }
-
-std::string oracle_pythonpath() {
-  if (!oracle_available()) return "";
-  const fs::path setup = oracle_setup();
-  const fs::path dest = fs::absolute("ckpt_oracle");
-  const fs::path ready = dest / ".pythonpath";
-  if (!fs::exists(ready)) {
-    // ctest runs this file's tests in parallel processes: one unpacks, the others wait for it.
-    const std::string unpack = "bash '" + setup.string() + "' '" + dest.string() +
-                               "' 2>/dev/null | grep '^PYTHONPATH=' | tail -1 | cut -d= -f2- > '" + ready.string() +
-                               ".tmp' && mv '" + ready.string() + ".tmp' '" + ready.string() + "'";
-    const std::string cmd = "flock '" + dest.string() + ".lock' bash -c \"[ -f '" + ready.string() + "' ] || { " +
-                            unpack + "; }\"";
-    if (std::system(cmd.c_str()) != 0) return "";
-  }
-  std::ifstream in(ready);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
+using volt::testing::oracle_available;
+using volt::testing::oracle_pythonpath;
 
 /// The files the script writes, made once for all tests of this file.
 class PythonWeights : public ::testing::Test {

@@ -29,6 +29,7 @@
 #include "volt/data/dataloader.h"
 #include "volt/data/dataset.h"
 #include "volt/trainer/trainer.h"
+#include "support/oracle.h"
 
 namespace {
 
@@ -49,24 +50,7 @@ bool python_has_torch() {
 }
 
 /// Lightning's PYTHONPATH (the oracle unpacked once, under a lock: ctest runs tests in parallel), or "".
-std::string oracle_pythonpath() {
-  const fs::path setup = source_dir() / ".." / "shared" / "oracle" / "setup.sh";
-  if (!fs::exists(setup)) return "";
-  const fs::path dest = fs::absolute("ckpt_oracle");
-  const fs::path ready = dest / ".pythonpath";
-  if (!fs::exists(ready)) {
-    const std::string unpack = "bash '" + setup.string() + "' '" + dest.string() +
-                               "' 2>/dev/null | grep '^PYTHONPATH=' | tail -1 | cut -d= -f2- > '" + ready.string() +
-                               ".tmp' && mv '" + ready.string() + ".tmp' '" + ready.string() + "'";
-    const std::string cmd =
-        "flock '" + dest.string() + ".lock' bash -c \"[ -f '" + ready.string() + "' ] || { " + unpack + "; }\"";
-    if (std::system(cmd.c_str()) != 0) return "";
-  }
-  std::ifstream in(ready);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
+using volt::testing::oracle_pythonpath;
 
 // The module on both sides: fc = Linear(4, 2), MSE loss, the optimizer and schedule named by `opt`.
 const char* kScript = R"(

@@ -24,6 +24,7 @@
 #include "volt/data/dataloader.h"
 #include "volt/data/datamodule.h"
 #include "volt/data/dataset.h"
+#include "support/oracle.h"
 
 namespace volt::testing {
 
@@ -111,33 +112,5 @@ inline std::shared_ptr<data::TensorDataset> blobs(int64_t n, int64_t in, int64_t
 
 constexpr const char* kPython = "/usr/bin/python3";
 
-/// Lightning's PYTHONPATH from ../shared/oracle, unpacked once into the test folder; "" without it.
-inline std::filesystem::path oracle_setup() {
-  const char* src = std::getenv("VOLT_SOURCE_DIR");
-  return src != nullptr ? std::filesystem::path(src) / ".." / "shared" / "oracle" / "setup.sh"
-                        : std::filesystem::path();
-}
-inline bool oracle_available() {
-  return !oracle_setup().empty() && std::filesystem::exists(oracle_setup());
-}
-inline std::string oracle_pythonpath() {
-  if (!oracle_available()) return "";
-  const std::filesystem::path dest = std::filesystem::absolute("tuner_oracle");
-  const std::filesystem::path ready = dest / ".pythonpath";
-  if (!std::filesystem::exists(ready)) {
-    // ctest runs the tests in parallel processes: one unpacks, the others wait for it.
-    std::filesystem::create_directories(dest);
-    const std::string unpack = "bash '" + oracle_setup().string() + "' '" + dest.string() +
-                               "' 2>/dev/null | grep '^PYTHONPATH=' | tail -1 | cut -d= -f2- > '" + ready.string() +
-                               ".tmp' && mv '" + ready.string() + ".tmp' '" + ready.string() + "'";
-    const std::string cmd =
-        "flock '" + dest.string() + ".lock' bash -c \"[ -f '" + ready.string() + "' ] || { " + unpack + "; }\"";
-    if (std::system(cmd.c_str()) != 0) return "";
-  }
-  std::ifstream in(ready);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
 
 }  // namespace volt::testing
