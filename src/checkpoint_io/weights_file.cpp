@@ -81,23 +81,6 @@ nlohmann::json summary(const PyValue& v, int depth) {
   return nullptr;
 }
 
-/// The name -> tensor entries of a dict, or a CheckpointError naming `where` and the first entry that is not.
-std::map<std::string, at::Tensor> tensor_dict(const PyValue& v, const std::string& name, const std::string& where) {
-  if (v.kind != Kind::kDict)
-    throw CheckpointError(name + " has " + where + " that is " + kind_name(v) + ", not a dict.");
-  std::map<std::string, at::Tensor> out;
-  for (const auto& [k, value] : v.dict) {
-    if (k->kind != Kind::kString) {
-      throw CheckpointError(name + " has a name in " + where + " that is " + kind_name(*k) + ", not a string.");
-    }
-    if (value->kind != Kind::kTensor) {
-      throw CheckpointError(name + " has " + where + " entry " + quote_path(k->s) + " that is " + kind_name(*value) +
-                            ", not a tensor.");
-    }
-    out[k->s] = value->tensor;
-  }
-  return out;
-}
 
 WeightsFile classify(const PyValuePtr& root, const std::string& name) {
   WeightsFile out;

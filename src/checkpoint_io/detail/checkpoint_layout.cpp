@@ -320,26 +320,11 @@ class TreeReader {
   const std::string& name_;
 };
 
-std::map<std::string, at::Tensor> tensors_of(const PyValue& v, const std::string& name, const std::string& where) {
-  if (v.kind != Kind::kDict)
-    throw CheckpointError(name + " has " + where + " that is " + kind_name(v) + ", not a dict.");
-  std::map<std::string, at::Tensor> out;
-  for (const auto& [k, value] : v.dict) {
-    if (k->kind != Kind::kString)
-      throw CheckpointError(name + " has a name in " + where + " that is " + kind_name(*k) + ", not a string.");
-    if (value->kind != Kind::kTensor) {
-      throw CheckpointError(name + " has " + where + " entry " + quote_path(k->s) + " that is " + kind_name(*value) +
-                            ", not a tensor.");
-    }
-    out[k->s] = value->tensor;
-  }
-  return out;
-}
 
 Checkpoint read_format1(const PyValue& root, const std::string& name) {
   Checkpoint ckpt;
-  ckpt.tensors = tensors_of(*root.get("tensors"), name, "a 'tensors' entry");
-  for (const auto& [key, t] : tensors_of(*root.get("blobs"), name, "a 'blobs' entry")) {
+  ckpt.tensors = tensor_dict(*root.get("tensors"), name, "a 'tensors' entry");
+  for (const auto& [key, t] : tensor_dict(*root.get("blobs"), name, "a 'blobs' entry")) {
     if (t.scalar_type() != at::kByte || t.dim() != 1) {
       throw CheckpointError(name + " has 'blobs' entry " + quote_path(key) + " of type " +
                             c10::toString(t.scalar_type()) + " with " + std::to_string(t.dim()) +
@@ -378,11 +363,11 @@ Checkpoint checkpoint_from_tree(const PyValue& root, const std::string& name) {
     if (key == "volt_format_version" && layout == TreeLayout::kVolt) {
       continue;
     } else if (key == "state_dict") {
-      for (auto& [n, t] : tensors_of(*value, name, "its 'state_dict' entry")) ckpt.tensors[kStateDictPrefix + n] = t;
+      for (auto& [n, t] : tensor_dict(*value, name, "its 'state_dict' entry")) ckpt.tensors[kStateDictPrefix + n] = t;
     } else if (key == "volt_tensors" && layout == TreeLayout::kVolt) {
-      for (auto& [n, t] : tensors_of(*value, name, "its 'volt_tensors' entry")) ckpt.tensors[n] = t;
+      for (auto& [n, t] : tensor_dict(*value, name, "its 'volt_tensors' entry")) ckpt.tensors[n] = t;
     } else if (key == "volt_blobs" && layout == TreeLayout::kVolt) {
-      for (const auto& [n, t] : tensors_of(*value, name, "its 'volt_blobs' entry")) {
+      for (const auto& [n, t] : tensor_dict(*value, name, "its 'volt_blobs' entry")) {
         if (t.scalar_type() != at::kByte || t.dim() != 1) {
           throw CheckpointError(name + " has 'volt_blobs' entry " + quote_path(n) + " of type " +
                                 c10::toString(t.scalar_type()) + ", not the 1-D uint8 bytes Volt writes.");

@@ -8,6 +8,7 @@
 #include <ATen/ops/from_blob.h>
 
 #include "volt/core/error.h"
+#include "volt/core/file_check.h"
 #include "volt/core/printable.h"
 
 namespace volt::checkpoint_io::detail {
@@ -488,6 +489,23 @@ class Reader {
 PyValuePtr read_python_pickle(const unsigned char* bytes, size_t size, const StorageLoader& storage,
                               const std::string& name) {
   return Reader(bytes, size, storage, name).run();
+}
+
+std::map<std::string, at::Tensor> tensor_dict(const PyValue& v, const std::string& name, const std::string& where) {
+  if (v.kind != PyValue::Kind::kDict)
+    throw CheckpointError(name + " has " + where + " that is " + kind_name(v) + ", not a dict.");
+  std::map<std::string, at::Tensor> out;
+  for (const auto& [k, value] : v.dict) {
+    if (k->kind != PyValue::Kind::kString) {
+      throw CheckpointError(name + " has a name in " + where + " that is " + kind_name(*k) + ", not a string.");
+    }
+    if (value->kind != PyValue::Kind::kTensor) {
+      throw CheckpointError(name + " has " + where + " entry " + quote_path(k->s) + " that is " + kind_name(*value) +
+                            ", not a tensor.");
+    }
+    out[k->s] = value->tensor;
+  }
+  return out;
 }
 
 }  // namespace volt::checkpoint_io::detail

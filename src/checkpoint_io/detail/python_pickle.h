@@ -6,6 +6,7 @@
 // torch.save(model.state_dict()) files are read here.
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -55,5 +56,9 @@ PyValuePtr read_python_pickle(const unsigned char* bytes, size_t size, const Sto
 
 /// "a dict", "a tensor", ... for messages.
 std::string kind_name(const PyValue& v);
+
+/// The name -> tensor entries of a dict, or a CheckpointError naming the file (`name`), `where` and the first entry
+/// that is not one.
+std::map<std::string, at::Tensor> tensor_dict(const PyValue& v, const std::string& name, const std::string& where);
 
 }  // namespace volt::checkpoint_io::detail
