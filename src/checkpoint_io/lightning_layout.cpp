@@ -176,7 +176,8 @@ json upgrade_v1_meta(const json& v1) {
   for (const auto& [key, value] : v1.items()) {
     static const char* kKnown[] = {"format_version", "volt_version", "torch_version", "weights_only", "metrics",
                                    "logger_version", "epoch",        "global_step",   "loops",        "precision"};
-    if (std::find_if(std::begin(kKnown), std::end(kKnown), [&](const char* k) { return key == k; }) !=
+    // key by name: clang before 16 cannot capture a structured binding (the fuzz build uses clang-14).
+    if (std::find_if(std::begin(kKnown), std::end(kKnown), [&key = key](const char* k) { return key == k; }) !=
         std::end(kKnown)) {
       continue;
     }
