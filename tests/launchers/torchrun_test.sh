@@ -16,6 +16,9 @@ example=$(readlink -f "${1:?usage: torchrun_test.sh <fashion_mnist binary> <volt
 dist_program=$(readlink -f "${2:?usage: torchrun_test.sh <fashion_mnist binary> <volt_dist_program binary>}")
 command -v torchrun >/dev/null || skip "no torchrun (Debian package python3-torch)"
 /usr/bin/python3 -c 'import torch.distributed.run' 2>/dev/null || skip "torchrun's python3-torch does not import"
+# Debian 13's python3-torch 2.6 is built without libuv, and its torchrun asks for libuv's TCPStore unless told not
+# to ("use_libuv was requested but PyTorch was build without libuv support"); 1.13 ignores the variable.
+export USE_LIBUV=0
 need_example "$example"
 
 T=$(mktemp -d /tmp/volt_torchrun_test.XXXXXX)
