@@ -16,9 +16,12 @@ example=$(readlink -f "${1:?usage: torchrun_test.sh <fashion_mnist binary> <volt
 dist_program=$(readlink -f "${2:?usage: torchrun_test.sh <fashion_mnist binary> <volt_dist_program binary>}")
 command -v torchrun >/dev/null || skip "no torchrun (Debian package python3-torch)"
 /usr/bin/python3 -c 'import torch.distributed.run' 2>/dev/null || skip "torchrun's python3-torch does not import"
-# Debian 13's python3-torch 2.6 is built without libuv, and its torchrun asks for libuv's TCPStore unless told not
-# to ("use_libuv was requested but PyTorch was build without libuv support"); 1.13 ignores the variable.
-export USE_LIBUV=0
+# Debian 13's python3-torch 2.6 is built without libuv, and its torchrun asks for libuv's TCPStore ("use_libuv was
+# requested but PyTorch was build without libuv support"); USE_LIBUV=0 does not reach its static rendezvous.
+/usr/bin/python3 - <<'PY' 2>/dev/null || skip "this python3-torch's torchrun needs libuv's TCPStore, which its build lacks (Debian 13)"
+import torch.distributed as dist
+dist.TCPStore("127.0.0.1", 0, 1, True)
+PY
 need_example "$example"
 
 T=$(mktemp -d /tmp/volt_torchrun_test.XXXXXX)
