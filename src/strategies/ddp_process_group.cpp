@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <mutex>
 #include <thread>
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -47,9 +48,72 @@ long seconds_left(Clock::time_point deadline) {
       std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::seconds>(deadline - Clock::now()).count()));
 }
 
+/// The process group of this process's last finished Trainer, kept for the next one (the
+/// tuner's short fits, or fit then test in two Trainers), as torch.distributed keeps its default
+/// group: a second group on the same MASTER_PORT would race the first one's close on the other
+/// ranks (a rank still leaving the old store, or joining it as rank 0 closes it). Forked
+/// children (another pid) never use their parent's; it is released at exit, before LibTorch's
+/// statics go, or at once when a collective on it fails.
+struct KeptGroup {
+  std::string key;
+  pid_t pid = 0;
+  c10::intrusive_ptr<c10d::Store> store;
+  c10::intrusive_ptr<c10d::ProcessGroup> pg;
+  std::unique_ptr<detail::LocalStoreLease> lease;
+};
+
+std::mutex& kept_mutex() {
+  static std::mutex m;
+  return m;
+}
+KeptGroup* kept = nullptr;  // owned; deleted by release_kept() or forget_kept_group()
+
+void release_kept() noexcept {
+  std::lock_guard<std::mutex> lock(kept_mutex());
+  if (kept != nullptr && kept->pid == ::getpid()) delete kept;
+  kept = nullptr;  // a forked child's copy is its parent's to close
+}
+
 }  // namespace
 
+namespace detail {
+
+void forget_kept_group(const c10::intrusive_ptr<c10d::ProcessGroup>& pg) noexcept {
+  std::lock_guard<std::mutex> lock(kept_mutex());
+  if (kept == nullptr || kept->pg != pg) return;
+  if (kept->pid == ::getpid()) delete kept;
+  kept = nullptr;
+}
+
+}  // namespace detail
+
 void DDPStrategy::join_process_group() {
+  // Kept for the next Trainer unless this process starts the ranks per Trainer (the subprocess
+  // launcher, and the ranks it starts) or is a spawned worker (one stage each).
+  const char* launched_by = std::getenv("VOLT_LAUNCHER");
+  const bool keep = !subprocess_ && launcher_kind_ != LauncherKind::kSpawn &&
+                    !(launched_by != nullptr && std::string(launched_by) == "subprocess");
+  const std::string key = environment_->main_address() + ":" + std::to_string(environment_->main_port()) + " rank " +
+                          std::to_string(global_rank_) + "/" + std::to_string(world_size_) + " " + options_.backend +
+                          " " + std::to_string(options_.timeout.count()) + " " + environment_->store_prefix();
+  if (keep) {
+    std::lock_guard<std::mutex> lock(kept_mutex());
+    if (kept != nullptr && kept->pid == ::getpid() && kept->key == key) {
+      impl_->store = kept->store;
+      impl_->pg = kept->pg;
+      return;
+    }
+  }
+  if (keep) release_kept();  // another job's (address, rank or world size differ)
+  join_new_process_group();
+  if (!keep) return;
+  std::lock_guard<std::mutex> lock(kept_mutex());
+  static const bool at_exit = std::atexit([] { release_kept(); }) == 0;
+  (void)at_exit;
+  kept = new KeptGroup{key, ::getpid(), impl_->store, impl_->pg, std::move(impl_->lease)};
+}
+
+void DDPStrategy::join_new_process_group() {
   const auto& env = *environment_;
   const std::string addr = env.main_address();
   const int port = env.main_port();

@@ -144,6 +144,7 @@ void DDPStrategy::raise_if_a_rank_failed() const {
 }
 
 void DDPStrategy::collective_failed(const std::string& what, const std::exception& e) const {
+  detail::forget_kept_group(impl_->pg);
   if (subprocess_ && subprocess_->started()) {
     // A peer's death shows here first as a closed connection; the monitor names it.
     subprocess_->wait_for_failure(std::chrono::seconds(1));

@@ -2,7 +2,6 @@
 // subprocess launcher, ddp_spawn, `volt launch`) and check results, failures and clean-up.
 #include <dirent.h>
 #include <gtest/gtest.h>
-#include <torch/version.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -413,12 +412,6 @@ void expect_job_stopped(const Outcome& r, const std::string& marker, const std::
 // The tuner under ddp: rank 0's learning-rate curve and every rank's memory verdict decide for all, so
 // both ranks suggest the same rate and choose the same batch size (each rank's losses differ).
 TEST(DDPStrategy, TunerSuggestionAndBatchSizeAgreeAcrossRanks) {
-#if TORCH_VERSION_MAJOR > 1
-  // Each short fit of the tuner opens a process group of its own; on LibTorch 2.6 rank 1 can reach the store of
-  // the previous one as rank 0 closes it ("rendezvous ... failed: Connection reset by peer"). A known race, open
-  // in the closing note of the seventh landing; the test runs on LibTorch 1.13, where the handoff waits for it.
-  GTEST_SKIP() << "the process-group handoff between Trainers races on LibTorch 2.x (see docs/tuner.md)";
-#endif
   const std::string out = out_prefix("tune");
   const Outcome r = run(kVolt + " launch --nproc-per-node 2 -- " +
                         train(out, "--strategy ddp --devices 2 --steps 10 --shuffle 1 --tune 1 --tune-budget 60000"));

@@ -71,7 +71,10 @@ class DDPStrategy : public Strategy {
   void use_spawn_launcher(std::unique_ptr<launchers::SpawnLauncher> launcher);
 
  private:
+  /// Joins this job's process group: the one this process's previous Trainer left, when it
+  /// is the same job's, else a new one (join_new_process_group).
   void join_process_group();
+  void join_new_process_group();
   /// "rank 1 on host h"
   std::string who() const;
   /// Throws a DistributedError naming the failed rank when the subprocess launcher's monitor

@@ -28,6 +28,10 @@ struct DDPStrategy::Impl {
 
 namespace detail {
 
+/// Drops the process group kept for this process's next Trainer (ddp_process_group.cpp) when
+/// it is `pg`: a failed collective leaves the ranks out of step, so the next Trainer joins anew.
+void forget_kept_group(const c10::intrusive_ptr<c10d::ProcessGroup>& pg) noexcept;
+
 /// The first line of a c10d or standard exception's message, without a closing full stop
 /// (the caller's sentence goes on).
 inline std::string error_text(const std::exception& e) {
