@@ -23,7 +23,7 @@ packages=(
   libyaml-cpp-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
   zlib1g-dev libpng-dev dataset-fashion-mnist git ca-certificates python3-numpy iproute2 python3-torch
   libcpp-httplib-dev pkgconf chromium chromium-driver node-prismjs
-  libkainjow-mustache-dev fortunes python3-nbformat
+  libkainjow-mustache-dev fortunes python3-nbformat python3-nbconvert python3-ipykernel
   openmpi-bin slurm-wlm
   python3-yaml python3-tqdm python3-fsspec python3-packaging python3-typing-extensions
   clang-14 libclang-rt-14-dev

@@ -275,8 +275,11 @@ TEST(GeneratorNotebook, CarriesTheProjectAndTheChosenLaunch) {
   const auto p = gen::render(o);
   const json nb = json::parse(gen::notebook(p, o));
   const std::string code = notebook_code(nb);
-  EXPECT_TRUE(contains(code, "volt launch --nproc-per-node 2 -- ./build/app --config config.yaml"));
-  EXPECT_TRUE(contains(code, "cmake --build build"));
+  EXPECT_TRUE(contains(code, "run([os.path.join(ROOT, 'volt-prefix', 'bin', 'volt'), 'launch', '--nproc-per-node', "
+                            "'2', '--', os.path.join(PROJECT, 'build', 'app'), '--config', 'config.yaml'] + TRAIN_ARGS, "
+                            "cwd=PROJECT)"))
+      << code;
+  EXPECT_TRUE(contains(code, "run(['cmake', '--build', os.path.join(PROJECT, 'build')"));
   EXPECT_TRUE(contains(code, "apt-get"));
   // The files are embedded: the config text is there, JSON-escaped.
   EXPECT_TRUE(contains(code, json(p.files.at("config.yaml")).dump()));
@@ -291,8 +294,8 @@ TEST(GeneratorNotebook, XlaTrainsWithTheRuntimeLibraryOrSaysItFallsBackToTheEmul
   EXPECT_EQ(nb["metadata"]["accelerator"], "TPU");
   EXPECT_TRUE(contains(code, "os.environ.get('VOLT_TPU_RUNTIME_LIBRARY')")) << code;
   EXPECT_TRUE(contains(code, "training on the emulated TPU")) << code;
-  EXPECT_TRUE(contains(code, "os.environ['VOLT_TPU_EMULATION_HOST'] = 'v4-8'")) << code;
-  EXPECT_TRUE(contains(code, "!./build/app --config config.yaml")) << code;
+  EXPECT_TRUE(contains(code, "ENV['VOLT_TPU_EMULATION_HOST'] = 'v4-8'")) << code;
+  EXPECT_TRUE(contains(code, "run([os.path.join(PROJECT, 'build', 'app'), '--config', 'config.yaml'] + TRAIN_ARGS")) << code;
   EXPECT_FALSE(contains(code, "torch_xla")) << "Volt does not use torch_xla";
 }
 
@@ -409,19 +412,44 @@ TEST(GeneratorNotebook, OpensTensorBoardAndTheProfileOnlyWhenChosen) {
     const json o = base_options(extra);
     return notebook_code(json::parse(gen::notebook(gen::render(o), o)));
   };
-  const std::string tb = "%load_ext tensorboard\n%tensorboard --logdir /content/app/lightning_logs";
+  const std::string tb = "%load_ext tensorboard\n%tensorboard --logdir {PROJECT}/lightning_logs";
   EXPECT_TRUE(contains(code_of({{"logger", "tensorboard"}}), tb));
   EXPECT_TRUE(contains(code_of({{"logger", "csv,tensorboard"}}), tb));
-  EXPECT_FALSE(contains(code_of(json::object()), "%tensorboard"));
+  EXPECT_FALSE(contains(code_of({{"logger", "csv"}}), "%tensorboard"));
   EXPECT_FALSE(contains(code_of(json::object()), "%load_ext"));
   EXPECT_FALSE(contains(code_of(json::object()), "fit-profile"));
   // The profile of the latest run: the highest version_N, or the project folder without a logger.
   const std::string simple = code_of({{"profiler", "simple"}});
-  EXPECT_TRUE(contains(simple, "glob.glob('/content/app/lightning_logs/version_*')")) << simple;
-  EXPECT_TRUE(contains(simple, "os.path.join(runs[-1], 'fit-profile.txt')")) << simple;
+  EXPECT_TRUE(contains(simple, "glob.glob(os.path.join(PROJECT, 'lightning_logs', 'version_*'))")) << simple;
+  EXPECT_TRUE(contains(simple, "path = os.path.join(run_dir, 'fit-profile.txt')")) << simple;
   EXPECT_TRUE(contains(simple, "print(open(path).read())")) << simple;
   const std::string trace = code_of({{"logger", "none"}, {"profiler", "pytorch"}});
-  EXPECT_TRUE(contains(trace, "path = '/content/app/fit-trace.json'")) << trace;
+  EXPECT_TRUE(contains(trace, "path = os.path.join(PROJECT, 'fit-trace.json')")) << trace;
   EXPECT_TRUE(contains(trace, "files.download(path)")) << trace;
   EXPECT_FALSE(contains(trace, "glob.glob")) << trace;
+}
+
+TEST(GeneratorNotebook, CarriesVoltsSourceFoldedAndDrawsTheCurvesOfTheCsvLogger) {
+  const json o = base_options({{"logger", "csv"}});
+  const json nb = json::parse(gen::notebook(gen::render(o), o));
+  const json* packed = nullptr;
+  for (const auto& cell : nb["cells"]) {
+    if (cell["cell_type"] == "code" && !cell["source"].empty() &&
+        cell["source"][0].get<std::string>().rfind("VOLT_ARCHIVE = (", 0) == 0) {
+      packed = &cell;
+    }
+  }
+  ASSERT_NE(packed, nullptr) << "no cell packs Volt's source";
+  EXPECT_EQ((*packed)["metadata"]["jupyter"]["source_hidden"], true) << "the long cell is not folded";
+  // A gzip stream in base64 starts with H4sI (1f 8b 08), and its time field is zeroed: H4sIAAAAAAAA.
+  EXPECT_EQ((*packed)["source"][1].get<std::string>().substr(0, 17), "    'H4sIAAAAAAAA");
+  EXPECT_GT((*packed)["source"].size(), 1000u) << "a few hundred KB of source in 100-character lines";
+  const std::string code = notebook_code(nb);
+  EXPECT_TRUE(contains(code, "'plot', logs, '--out'")) << code;
+  EXPECT_TRUE(contains(code, "display(Image(filename=")) << code;
+  EXPECT_TRUE(contains(code, "'-DVOLT_BUILD_UI=OFF'")) << code;
+  EXPECT_FALSE(contains(code, "VOLT_SRC = os.environ")) << "the notebook no longer asks for Volt's sources";
+  const json none = base_options({{"logger", "none"}});
+  EXPECT_FALSE(contains(notebook_code(json::parse(gen::notebook(gen::render(none), none))), "'plot'"))
+      << "no curves without the csv logger";
 }

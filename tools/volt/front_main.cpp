@@ -19,7 +19,16 @@ int main(int argc, char** argv) {
   if (argc >= 2) {
     const std::string cmd = argv[1];
     if (cmd == "new") return cmd_new(argc - 1, argv + 1);
+#ifdef VOLT_WITH_UI
     if (cmd == "ui") return cmd_ui(argc - 1, argv + 1);
+#else
+    if (cmd == "ui") {
+      std::cerr << "volt ui: this volt was built without its web page (configured with -DVOLT_BUILD_UI=OFF). "
+                   "Use `volt new` on the command line, or build Volt with -DVOLT_BUILD_UI=ON (it needs cpp-httplib "
+                   "and node-prismjs).\n";
+      return 2;
+    }
+#endif
     if (cmd == "plot") return cmd_plot(argc - 1, argv + 1);
   }
   char self[4096] = {};

@@ -253,41 +253,87 @@ Project render(const json& options) {
 
 namespace {
 
-/// The cells after training that open what the loggers and the profiler wrote: TensorBoard inside the notebook, the
-/// profile's table, the trace to download.
+/// The Debian (and Ubuntu) packages that building Volt and a project needs, besides LibTorch: the notebook installs
+/// the missing ones. Volt's CMakeLists.txt (library and the volt command, without the web page) is what decides it.
+constexpr const char* kBuildPackages =
+    "cmake ninja-build g++ ccache libyaml-cpp-dev nlohmann-json3-dev zlib1g-dev libpng-dev libkainjow-mustache-dev";
+
+std::string base64(std::string_view bytes) {
+  static constexpr char kDigits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  size_t i = 0;
+  for (; i + 2 < bytes.size(); i += 3) {
+    const auto n = (static_cast<unsigned char>(bytes[i]) << 16) | (static_cast<unsigned char>(bytes[i + 1]) << 8) |
+                   static_cast<unsigned char>(bytes[i + 2]);
+    out += {kDigits[(n >> 18) & 63], kDigits[(n >> 12) & 63], kDigits[(n >> 6) & 63], kDigits[n & 63]};
+  }
+  if (i + 1 == bytes.size()) {
+    const auto n = static_cast<unsigned char>(bytes[i]) << 16;
+    out += {kDigits[(n >> 18) & 63], kDigits[(n >> 12) & 63], '=', '='};
+  } else if (i + 2 == bytes.size()) {
+    const auto n = (static_cast<unsigned char>(bytes[i]) << 16) | (static_cast<unsigned char>(bytes[i + 1]) << 8);
+    out += {kDigits[(n >> 18) & 63], kDigits[(n >> 12) & 63], kDigits[(n >> 6) & 63], '='};
+  }
+  return out;
+}
+
+/// Python that finds the latest run's folder (the first logger's lightning_logs/version_N) as `run_dir`.
+std::string latest_run(const std::string& root) {
+  return "import glob\nruns = sorted(glob.glob(os.path.join(PROJECT, '" + root +
+         "lightning_logs', 'version_*')), key=lambda d: int(d.rsplit('_', 1)[1]))\n"
+         "if not runs:\n    raise SystemExit('no run folder in ' + os.path.join(PROJECT, '" + root +
+         "lightning_logs') + ': did the training cell run?')\nrun_dir = runs[-1]\n";
+}
+
+/// The cells after training that open what the loggers and the profiler wrote: the curves Volt draws, TensorBoard
+/// inside the notebook, the profile's table, the trace to download. `section` numbers the first of them.
 template <typename Markdown, typename Code>
-void add_log_cells(json& cells, const json& o, const std::string& name, const Markdown& markdown, const Code& code) {
+void add_log_cells(json& cells, const json& o, int section, const Markdown& markdown, const Code& code) {
   const json& loggers = o["logger"];
   const std::string profiler = o["profiler"];
-  const std::string dir = "/content/" + name;
   const std::string root = root_prefix(o);
-  int section = 5;
-  if (std::find(loggers.begin(), loggers.end(), "tensorboard") != loggers.end()) {
+  const auto has = [&](const char* name) { return std::find(loggers.begin(), loggers.end(), name) != loggers.end(); };
+  if (has("csv")) {
+    cells.push_back(markdown("## " + std::to_string(section++) +
+                             ". The curves\n\n`volt plot` draws every metric of the runs' metrics.csv files (`" + root +
+                             "lightning_logs/version_N`, overlaid) against the step."));
+    cells.push_back(code("logs = os.path.join(PROJECT, '" + root + "lightning_logs')\n"
+                         "run([os.path.join(ROOT, 'volt-prefix', 'bin', 'volt'), 'plot', logs, '--out', "
+                         "os.path.join(PROJECT, 'curves.png')])\n"
+                         "from IPython.display import Image, display\n"
+                         "display(Image(filename=os.path.join(PROJECT, 'curves.png')))"));
+  }
+  if (has("tensorboard")) {
     cells.push_back(markdown("## " + std::to_string(section++) +
                              ". TensorBoard\n\nThe curves and hyperparameters of every run, from the event files in "
                              "`" + root + "lightning_logs/version_N` (Colab has TensorBoard)."));
-    cells.push_back(code("%load_ext tensorboard\n%tensorboard --logdir " + dir + "/" + root + "lightning_logs"));
+    cells.push_back(code("%load_ext tensorboard\n%tensorboard --logdir {PROJECT}/" + root + "lightning_logs"));
   }
   if (profiler == "none") return;
   const std::string file = profiler == "pytorch" ? "fit-trace.json" : "fit-profile.txt";
   // The profile is in the latest run's folder (the first logger's), or in the project folder without a logger.
-  const std::string find = loggers.empty()
-                               ? "import os\npath = '" + dir + "/" + root + file + "'\n"
-                               : "import glob, os\nruns = sorted(glob.glob('" + dir + "/" + root +
-                                     "lightning_logs/version_*'), key=lambda d: int(d.rsplit('_', 1)[1]))\n"
-                                     "path = os.path.join(runs[-1], '" +
-                                     file + "')\n";
+  const std::string find = loggers.empty() ? "path = os.path.join(PROJECT, '" + root + file + "')\n"
+                                           : latest_run(root) + "path = os.path.join(run_dir, '" + file + "')\n";
   if (profiler == "pytorch") {
     cells.push_back(markdown("## " + std::to_string(section) +
                              ". The trace\n\nLibTorch's profiler wrote a Chrome trace of the recorded steps: "
                              "download it and open it at https://ui.perfetto.dev (Open trace file)."));
-    cells.push_back(code(find + "print(path, os.path.getsize(path), 'bytes')\nfrom google.colab import files\n"
-                                "files.download(path)"));
+    cells.push_back(code(find + "print(path, os.path.getsize(path), 'bytes')\n"
+                                "try:\n    from google.colab import files\n    files.download(path)\n"
+                                "except ImportError:\n    print('(not on Colab: the file is at', path + ')')"));
   } else {
     cells.push_back(markdown("## " + std::to_string(section) + ". The profile\n\nThe " + profiler +
                              " profiler's table of every action, as written at the end of fit."));
     cells.push_back(code(find + "print(open(path).read())"));
   }
+}
+
+/// A Python list literal of the words of `command` (no quoting inside: Volt's commands here are plain words).
+std::string py_words(const std::vector<std::string>& words) {
+  std::string out = "[";
+  for (size_t i = 0; i < words.size(); ++i) out += (i ? ", " : "") + words[i];
+  return out + "]";
 }
 
 }  // namespace
@@ -319,63 +365,124 @@ std::string notebook(const Project& project, const json& options) {
   const int64_t nproc = o["nproc_per_node"];
 
   json cells = json::array();
-  cells.push_back(markdown("# " + name + ": " + meta["title"].get<std::string>() + "\n\n" +
-                           meta["description"].get<std::string>() + "\n\nGenerated by volt new " +
-                           kGeneratorVersion + ":\n\n    " + command_line(options) + "\n\n" +
-                           (xla ? "Runtime: TPU (Runtime > Change runtime type > TPU)."
-                                : gpu ? "Runtime: GPU (Runtime > Change runtime type > GPU)." : "Runtime: CPU.")));
-  std::string packages = "cmake ninja-build g++ libyaml-cpp-dev nlohmann-json3-dev zlib1g-dev";
+  cells.push_back(markdown(
+      "# " + name + ": " + meta["title"].get<std::string>() + "\n\n" + meta["description"].get<std::string>() +
+      "\n\nGenerated by volt new " + kGeneratorVersion + ":\n\n    " + command_line(options) + "\n\n" +
+      (xla ? "Runtime: TPU (Runtime > Change runtime type > TPU). Volt's XLA strategy drives the chips through a TPU "
+             "runtime library given in VOLT_TPU_RUNTIME_LIBRARY; without one, this notebook trains on Volt's TPU "
+             "emulation (the same 8 processes and collectives, on the CPU), and says so when it runs."
+       : gpu ? "Runtime: GPU (Runtime > Change runtime type > GPU)."
+             : "Runtime: CPU.") +
+      "\n\nThe notebook carries everything it needs: Volt's own source and the project's files are packed into it. Run "
+      "all: it installs the missing build tools with apt, finds LibTorch (the kernel's PyTorch, or the system's), "
+      "builds Volt and the project, trains, and draws the curves. Everything goes into `ROOT` (`/content` on Colab; "
+      "set VOLT_NOTEBOOK_ROOT to choose)."));
+  std::string packages = kBuildPackages;
   if (!meta.value("data_package", std::string()).empty()) packages += " " + meta["data_package"].get<std::string>();
-  cells.push_back(markdown("## 1. Install the build tools, the data and Volt\n\nLibTorch comes from the PyTorch that "
-                           "Colab already has. Volt is built from its sources: set `VOLT_SRC` to a Volt source "
-                           "folder or git URL (upload a zip of it and unpack it, or clone it)."));
-  cells.push_back(code("!apt-get -qq update && apt-get -qq install -y " + packages +
-                       "\nimport os, subprocess, torch\nos.environ['TORCH_PREFIX'] = torch.utils.cmake_prefix_path\n"
-                       "VOLT_SRC = os.environ.get('VOLT_SRC', '/content/volt')\n"
-                       "if not os.path.isdir(VOLT_SRC):\n"
-                       "    raise SystemExit('Put the Volt sources in ' + VOLT_SRC + ' (upload and unzip, or git clone)')\n"
-                       "!cmake -S {VOLT_SRC} -B /content/volt-build -G Ninja -DCMAKE_BUILD_TYPE=Release "
-                       "-DVOLT_BUILD_TESTS=OFF -DVOLT_BUILD_BENCH=OFF -DVOLT_BUILD_EXAMPLES=OFF "
-                       "-DCMAKE_PREFIX_PATH=$TORCH_PREFIX\n"
-                       "!cmake --build /content/volt-build -j4 && cmake --install /content/volt-build --prefix "
-                       "/content/volt-prefix"));
+  cells.push_back(markdown("## 1. The build tools and the data\n\nThe Debian/Ubuntu packages that are missing are "
+                           "installed (nothing when all are there)."));
+  cells.push_back(code(
+      "import base64, io, os, subprocess, sys, tarfile\n"
+      "ROOT = os.environ.get('VOLT_NOTEBOOK_ROOT', '/content')\n"
+      "PROJECT = os.path.join(ROOT, '" + name + "')\n"
+      "# Extra flags for the training run (e.g. --trainer.max_epochs 1); none by default.\n"
+      "TRAIN_ARGS = os.environ.get('VOLT_NOTEBOOK_TRAIN_ARGS', '').split()\n"
+      "ENV = dict(os.environ)\n\n"
+      "def run(cmd, cwd=None):\n"
+      "    \"\"\"Runs cmd, printing its output as it comes; a failure stops the notebook with the command.\"\"\"\n"
+      "    print('$', ' '.join(cmd), flush=True)\n"
+      "    p = subprocess.Popen(cmd, cwd=cwd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)\n"
+      "    for line in p.stdout:\n        print(line, end='', flush=True)\n"
+      "    if p.wait() != 0:\n        raise SystemExit('failed (exit %d): %s' % (p.returncode, ' '.join(cmd)))\n\n"
+      "PACKAGES = '" + packages + "'.split()\n"
+      "missing = [p for p in PACKAGES if subprocess.run(['dpkg', '-s', p], stdout=subprocess.DEVNULL,\n"
+      "                                                 stderr=subprocess.DEVNULL).returncode != 0]\n"
+      "if missing:\n"
+      "    run(['apt-get', '-qq', 'update'])\n"
+      "    run(['apt-get', '-qq', 'install', '-y'] + missing)\n"
+      "print('build tools:', len(PACKAGES), 'packages present' + (' (installed: ' + ' '.join(missing) + ')' if missing else ''))"));
+  cells.push_back(markdown(
+      "## 2. LibTorch\n\nThe kernel's PyTorch when it ships LibTorch's CMake files (Colab's does) and uses the C++11 "
+      "ABI that Debian's and Ubuntu's C++ libraries use; else the system's LibTorch (Debian's libtorch-dev)."));
+  cells.push_back(code(
+      "TORCH_PREFIX = ''\n"
+      "try:\n"
+      "    import torch\n"
+      "    prefix = torch.utils.cmake_prefix_path\n"
+      "    if os.path.exists(os.path.join(prefix, 'Torch', 'TorchConfig.cmake')):\n"
+      "        if torch._C._GLIBCXX_USE_CXX11_ABI:\n"
+      "            TORCH_PREFIX = prefix\n"
+      "        else:\n"
+      "            print('PyTorch', torch.__version__, 'is built with the pre-C++11 ABI, which the apt packages '\n"
+      "                  '(yaml-cpp) cannot link with: using the system LibTorch instead')\n"
+      "except ImportError:\n"
+      "    pass\n"
+      "if TORCH_PREFIX:\n"
+      "    print('LibTorch: the kernel\\'s PyTorch', torch.__version__, 'at', TORCH_PREFIX)\n"
+      "else:\n"
+      "    if subprocess.run(['dpkg', '-s', 'libtorch-dev'], stdout=subprocess.DEVNULL,\n"
+      "                      stderr=subprocess.DEVNULL).returncode != 0:\n"
+      "        run(['apt-get', '-qq', 'install', '-y', 'libtorch-dev'])\n"
+      "    print('LibTorch: the system\\'s (libtorch-dev)')\n"
+      "PREFIX_PATH = ';'.join([os.path.join(ROOT, 'volt-prefix')] + ([TORCH_PREFIX] if TORCH_PREFIX else []))"));
+  // Volt's source, packed at Volt's build time; the cell is long, so it is folded.
+  const std::string archive = base64(volt_source_archive());
+  std::string packed = "VOLT_ARCHIVE = (\n";
+  for (size_t i = 0; i < archive.size(); i += 100) packed += "    '" + archive.substr(i, 100) + "'\n";
+  packed += ")\nprint('Volt " + std::string(kGeneratorVersion) + ":', len(VOLT_ARCHIVE) * 3 // 4, 'bytes of packed source')";
+  cells.push_back(markdown("## 3. Volt\n\nVolt's source (packed below as a base64 tar.gz), built and installed into "
+                           "`ROOT/volt-prefix` (a few minutes; ccache makes a second run quick)."));
+  json archive_cell = code(packed);
+  archive_cell["metadata"] = {{"cellView", "form"}, {"jupyter", {{"source_hidden", true}}}};
+  cells.push_back(archive_cell);
+  cells.push_back(code(
+      "VOLT_SRC = os.path.join(ROOT, 'volt')\n"
+      "with tarfile.open(fileobj=io.BytesIO(base64.b64decode(''.join(VOLT_ARCHIVE))), mode='r:gz') as t:\n"
+      "    t.extractall(VOLT_SRC)\n"
+      "ENV['CCACHE_BASEDIR'] = VOLT_SRC\n"
+      "run(['cmake', '-S', VOLT_SRC, '-B', os.path.join(VOLT_SRC, 'build'), '-G', 'Ninja',\n"
+      "     '-DCMAKE_BUILD_TYPE=Release', '-DVOLT_BUILD_TESTS=OFF', '-DVOLT_BUILD_BENCH=OFF',\n"
+      "     '-DVOLT_BUILD_EXAMPLES=OFF', '-DVOLT_BUILD_UI=OFF', '-DCMAKE_PREFIX_PATH=' + PREFIX_PATH])\n"
+      "run(['cmake', '--build', os.path.join(VOLT_SRC, 'build'), '-j', str(os.cpu_count())])\n"
+      "run(['cmake', '--install', os.path.join(VOLT_SRC, 'build'), '--prefix', os.path.join(ROOT, 'volt-prefix')])"));
   // The project itself, file by file, so that the notebook needs nothing else.
-  std::string writer = "import os\nfiles = " + json(project.files).dump() +
+  std::string writer = "files = " + json(project.files).dump() +
                        "\nfor path, text in files.items():\n"
-                       "    full = os.path.join('/content/" + name + "', path)\n"
+                       "    full = os.path.join(PROJECT, path)\n"
                        "    os.makedirs(os.path.dirname(full), exist_ok=True)\n"
                        "    with open(full, 'w') as f:\n        f.write(text)\nprint(len(files), 'files written')";
-  cells.push_back(markdown("## 2. The project's files"));
+  cells.push_back(markdown("## 4. The project's files"));
   cells.push_back(code(writer));
-  cells.push_back(markdown("## 3. Build"));
-  cells.push_back(code("%cd /content/" + name +
-                       "\n!cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "
-                       "-DCMAKE_PREFIX_PATH=\"/content/volt-prefix;$TORCH_PREFIX\"\n!cmake --build build -j4"));
+  cells.push_back(markdown("## 5. Build the project"));
+  cells.push_back(code("ENV['CCACHE_BASEDIR'] = PROJECT\n"
+                       "run(['cmake', '-S', PROJECT, '-B', os.path.join(PROJECT, 'build'), '-G', 'Ninja',\n"
+                       "     '-DCMAKE_BUILD_TYPE=Release', '-DCMAKE_PREFIX_PATH=' + PREFIX_PATH])\n"
+                       "run(['cmake', '--build', os.path.join(PROJECT, 'build'), '-j', str(os.cpu_count())])"));
+  const std::string program = "os.path.join(PROJECT, 'build', '" + name + "')";
   std::string run;
   if (dist == "launch") {
-    run = "!/content/volt-prefix/bin/volt launch --nproc-per-node " + std::to_string(nproc) + " -- ./build/" + name +
-          " --config config.yaml";
+    run = "run(" + py_words({"os.path.join(ROOT, 'volt-prefix', 'bin', 'volt')", "'launch'", "'--nproc-per-node'",
+                             "'" + std::to_string(nproc) + "'", "'--'", program, "'--config'", "'config.yaml'"}) +
+          " + TRAIN_ARGS, cwd=PROJECT)";
   } else if (xla) {
     // Volt needs a TPU runtime library; without one the notebook still runs, on the emulation.
-    run = "import os\n"
-          "if os.environ.get('VOLT_TPU_RUNTIME_LIBRARY'):\n"
+    run = "if os.environ.get('VOLT_TPU_RUNTIME_LIBRARY'):\n"
           "    print('TPU runtime:', os.environ['VOLT_TPU_RUNTIME_LIBRARY'])\n"
           "else:\n"
           "    print('VOLT_TPU_RUNTIME_LIBRARY is not set: training on the emulated TPU (the CPU); see Volt docs/tpu.md')\n"
-          "    os.environ['VOLT_TPU_EMULATION'] = 'lazy'\n"
-          "    os.environ['VOLT_TPU_EMULATION_HOST'] = '" +
-          tpu_host_type(o) +
-          "'\n!./build/" + name + " --config config.yaml";
+          "    ENV['VOLT_TPU_EMULATION'] = 'lazy'\n"
+          "    ENV['VOLT_TPU_EMULATION_HOST'] = '" +
+          tpu_host_type(o) + "'\nrun(" + py_words({program, "'--config'", "'config.yaml'"}) + " + TRAIN_ARGS, cwd=PROJECT)";
   } else {
-    run = "!./build/" + name + " --config config.yaml";
+    run = "run(" + py_words({program, "'--config'", "'config.yaml'"}) + " + TRAIN_ARGS, cwd=PROJECT)";
   }
-  cells.push_back(markdown(std::string("## 4. Train\n\n") +
+  cells.push_back(markdown(std::string("## 6. Train\n\n") +
                            (xla ? "Spawns one process per TPU chip (" + std::to_string(nproc) + ")."
                                 : dist == "spawn" ? "The program spawns " + std::to_string(nproc) + " processes."
                                 : dist == "launch" ? "`volt launch` starts " + std::to_string(nproc) + " processes."
                                                    : "One process.")));
   cells.push_back(code(run));
-  add_log_cells(cells, o, name, markdown, code);
+  add_log_cells(cells, o, 7, markdown, code);
 
   json metadata = {{"kernelspec", {{"name", "python3"}, {"display_name", "Python 3"}, {"language", "python"}}},
                    {"language_info", {{"name", "python"}}},
