@@ -152,6 +152,45 @@ TEST(LearningRateFinderCallback, RefusesAModuleWithoutALearningRateHyperparamete
   EXPECT_EQ(trainer.global_step(), 0);
 }
 
+TEST(FinderCallbacks, RefuseLaunchersThatWouldStartTheRanksAgainAndACheckpointToResumeBeforeAnyStep) {
+  TempDir dir("volt_finder_refusals");
+  const auto set = volt::testing::blobs(256, 16, 4, 7);
+  const std::vector<std::shared_ptr<volt::callbacks::Callback>> finders{
+      std::make_shared<volt::callbacks::LearningRateFinder>(), std::make_shared<volt::callbacks::BatchSizeFinder>()};
+  for (const auto& finder : finders) {
+    SCOPED_TRACE(finder->state_key());
+    for (const std::string strategy : {"ddp", "ddp_spawn"}) {
+      SCOPED_TRACE(strategy);
+      volt::TrainerOptions o = options(dir.str(), 1);
+      o.strategy = strategy;
+      o.devices = "2";
+      o.allow_cpu_oversubscription = true;
+      volt::Trainer trainer(o, {finder});
+      Mlp model(16, 32, 4, 1e-3);
+      TensorDataModule data(set, 32);
+      try {
+        trainer.fit(model, data);
+        ADD_FAILURE() << "expected a NotSupportedError";
+      } catch (const volt::NotSupportedError& e) {
+        EXPECT_NE(std::string(e.what()).find("volt launch"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find(finder->state_key()), std::string::npos) << e.what();
+      }
+      EXPECT_EQ(trainer.global_step(), 0);
+    }
+    volt::Trainer trainer(options(dir.str(), 1), {finder});
+    Mlp model(16, 32, 4, 1e-3);
+    const auto before = volt::testing::weights(model);
+    TensorDataModule data(set, 32);
+    try {
+      trainer.fit(model, data, dir.str() + "/some.ckpt");
+      ADD_FAILURE() << "expected a ConfigError";
+    } catch (const volt::ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("ckpt_path"), std::string::npos) << e.what();
+    }
+    volt::testing::expect_bitwise_equal(volt::testing::weights(model), before);
+  }
+}
+
 TEST(BatchSizeFinderCallback, SetsTheLargestSizeThatFitsAndTrainsMaxEpochsFromTheStartAsTunerThenFit) {
   TempDir dir("volt_bs_callback");
   const auto set = volt::testing::blobs(512, 16, 4, 7);
