@@ -4,6 +4,7 @@
 #include "volt/callbacks/callback.h"
 #include "volt/callbacks/device_stats_monitor.h"
 #include "volt/callbacks/early_stopping.h"
+#include "volt/callbacks/fit_start_search.h"
 #include "volt/callbacks/ema_weight_averaging.h"
 #include "volt/callbacks/gradient_accumulation_scheduler.h"
 #include "volt/callbacks/histogram_monitor.h"

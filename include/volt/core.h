@@ -15,6 +15,7 @@
 #include "volt/core/module.h"
 #include "volt/core/numbers.h"
 #include "volt/core/optimizer_config.h"
+#include "volt/core/out_of_memory_error.h"
 #include "volt/core/printable.h"
 #include "volt/core/registry.h"
 #include "volt/core/seed.h"

@@ -1,6 +1,8 @@
 #include "volt/callbacks/batch_size_finder.h"
 
+#include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <fstream>
 #include <limits>
 #include <mutex>
@@ -122,21 +124,21 @@ int64_t available_system_memory() {
   return 0;
 }
 
-struct BatchSizeFinder::Snapshot {
+struct BatchSizeTrial::Snapshot {
   explicit Snapshot(torch::optim::Optimizer& optimizer) : optimizer(optimizer) {}
   detail::OptimizerSnapshot optimizer;
 };
 
-BatchSizeFinder::BatchSizeFinder(int64_t budget_bytes) : budget_(budget_bytes) {
+BatchSizeTrial::BatchSizeTrial(int64_t budget_bytes) : budget_(budget_bytes) {
   if (budget_bytes < 0) {
-    throw ConfigError("BatchSizeFinder: budget_bytes=" + std::to_string(budget_bytes) +
+    throw ConfigError("BatchSizeTrial: budget_bytes=" + std::to_string(budget_bytes) +
                       " is negative. Give the CPU memory a trial may use in bytes, or 0 for no budget.");
   }
 }
 
-BatchSizeFinder::~BatchSizeFinder() = default;
+BatchSizeTrial::~BatchSizeTrial() = default;
 
-void BatchSizeFinder::on_fit_start(TrainerView& view) {
+void BatchSizeTrial::on_fit_start(TrainerView& view) {
   track_cpu_memory();
   snapshot_.reset();
   if (!view.optimizers().empty()) snapshot_ = std::make_unique<Snapshot>(*view.optimizers()[0]);
@@ -146,13 +148,13 @@ void BatchSizeFinder::on_fit_start(TrainerView& view) {
   over_ = false;
 }
 
-void BatchSizeFinder::measure() {
+void BatchSizeTrial::measure() {
   const CpuMemoryStats now = cpu_memory();
   peak_ = std::max(peak_, now.peak - base_);
   if (budget_ > 0 && peak_ > budget_) over_ = true;
 }
 
-void BatchSizeFinder::on_train_batch_end(TrainerView& view, const at::Tensor&, const Batch&, int64_t) {
+void BatchSizeTrial::on_train_batch_end(TrainerView& view, const at::Tensor&, const Batch&, int64_t) {
   measure();
   // All ranks take the same decision at every step, so that they stop together.
   bool over = over_;
@@ -164,17 +166,152 @@ void BatchSizeFinder::on_train_batch_end(TrainerView& view, const at::Tensor&, c
   }
 }
 
-void BatchSizeFinder::restore() {
+void BatchSizeTrial::restore() {
   if (snapshot_) snapshot_->optimizer.restore();
   snapshot_.reset();
 }
 
-void BatchSizeFinder::on_fit_end(TrainerView&) {
+void BatchSizeTrial::on_fit_end(TrainerView&) {
   restore();
 }
 
-void BatchSizeFinder::on_exception(TrainerView&, const std::exception&) {
+void BatchSizeTrial::on_exception(TrainerView&, const std::exception&) {
   restore();
+}
+
+namespace {
+
+std::string num(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.17g", v);
+  return buf;
+}
+
+}  // namespace
+
+void check_batch_size_finder_options(const BatchSizeFinderOptions& o, const std::string& what) {
+  if (o.mode != "power" && o.mode != "binsearch") {
+    throw ConfigError(what + " mode='" + o.mode + "' is not known. Use power or binsearch.");
+  }
+  if (o.steps_per_trial < 1) {
+    throw ConfigError(what + " steps_per_trial=" + std::to_string(o.steps_per_trial) +
+                      " must be at least 1 (default 3).");
+  }
+  if (o.init_val < 1) {
+    throw ConfigError(what + " init_val=" + std::to_string(o.init_val) +
+                      " is not a batch size. Use 1 or more (default 2).");
+  }
+  if (o.max_trials < 1) {
+    throw ConfigError(what + " max_trials=" + std::to_string(o.max_trials) + " must be at least 1 (default 25).");
+  }
+  if (o.memory_budget_bytes < 0) {
+    throw ConfigError(what + " memory_budget_bytes=" + std::to_string(o.memory_budget_bytes) +
+                      " is negative. Give bytes, or 0 to use memory_fraction of the available memory.");
+  }
+  if (!(o.memory_fraction > 0.0 && o.memory_fraction <= 1.0)) {
+    throw ConfigError(what + " memory_fraction=" + num(o.memory_fraction) +
+                      " is not a fraction in (0, 1]. Use e.g. 0.9 (the default).");
+  }
+}
+
+int64_t batch_size_budget(const BatchSizeFinderOptions& o) {
+  if (o.memory_budget_bytes > 0) return o.memory_budget_bytes;
+  return static_cast<int64_t>(o.memory_fraction * static_cast<double>(available_system_memory()));
+}
+
+BatchSizeSearch::BatchSizeSearch(const BatchSizeFinderOptions& o)
+    : binsearch_(o.mode == "binsearch"), max_trials_(o.max_trials), size_(o.init_val) {}
+
+std::optional<int64_t> BatchSizeSearch::next() const {
+  if (done_ || size_ < 1) return std::nullopt;
+  if (!binsearch_ && trials_ >= max_trials_) return std::nullopt;
+  return size_;
+}
+
+void BatchSizeSearch::report(bool fits, bool whole_training_set) {
+  ++trials_;
+  if (fits) largest_ = std::max(largest_, size_);
+  if (!binsearch_) {
+    if (fits) {
+      any_success_ = true;
+      if (whole_training_set) {
+        done_ = true;
+      } else {
+        size_ *= 2;
+      }
+    } else {
+      size_ /= 2;
+      if (any_success_) done_ = true;
+    }
+    return;
+  }
+  if (fits) {
+    if (++count_ > max_trials_) {
+      done_ = true;
+      return;
+    }
+    low_ = size_;
+    if (high_ > 0) {
+      if (high_ - low_ <= 1) {
+        done_ = true;
+      } else {
+        size_ = (high_ + low_) / 2;
+      }
+    } else if (whole_training_set) {
+      done_ = true;
+    } else {
+      size_ *= 2;
+    }
+  } else {
+    high_ = size_;
+    size_ = (high_ + low_) / 2;
+    if (high_ - low_ <= 1) done_ = true;
+  }
+}
+
+BatchSizeFinder::BatchSizeFinder(BatchSizeFinderOptions options) : options_(std::move(options)) {
+  check_batch_size_finder_options(options_, "BatchSizeFinder");
+}
+
+BatchSizeFinder::~BatchSizeFinder() = default;
+
+void BatchSizeFinder::begin_search(Module&, std::optional<int64_t> batch_size) {
+  if (!batch_size) {
+    throw ConfigError(
+        "BatchSizeFinder: the fit has no batch size to change (it was given loaders, or the DataModule's "
+        "batch_size() returns nullopt). Fit with a DataModule that overrides batch_size() and set_batch_size(), "
+        "as MnistDataModule does, or remove the callback.");
+  }
+  budget_ = batch_size_budget(options_);
+  search_.emplace(options_);
+  trial_.reset();
+  optimal_.reset();
+}
+
+std::optional<SearchTrial> BatchSizeFinder::next_trial() {
+  const std::optional<int64_t> size = search_ ? search_->next() : std::nullopt;
+  if (!size) return std::nullopt;
+  trial_ = std::make_shared<BatchSizeTrial>(budget_);
+  return SearchTrial{options_.steps_per_trial, trial_, size};
+}
+
+void BatchSizeFinder::end_trial(const SearchTrialOutcome& outcome) {
+  search_->report(!outcome.out_of_memory && !trial_->over_budget(), outcome.whole_training_set);
+}
+
+void BatchSizeFinder::end_search(Module&) {
+  const int64_t largest = search_->largest();
+  search_.reset();
+  if (largest == 0) {
+    throw Error("BatchSizeFinder: no batch size fits (init_val=" + std::to_string(options_.init_val) + ", CPU budget " +
+                std::to_string(budget_) +
+                " bytes): even the smallest trial ran out of memory. Give a larger memory budget or a smaller model.");
+  }
+  optimal_ = largest;
+}
+
+std::optional<int64_t> BatchSizeFinder::chosen_batch_size() const {
+  return optimal_;
 }
 
 }  // namespace volt::callbacks

@@ -14,7 +14,7 @@
 
 namespace volt::callbacks {
 
-struct LearningRateFinder::Snapshot {
+struct LearningRateSweep::Snapshot {
   explicit Snapshot(torch::optim::Optimizer& optimizer) : optimizer(optimizer) {}
   detail::OptimizerSnapshot optimizer;
 };
@@ -104,12 +104,12 @@ double LRFinderCurve::add(double loss, int64_t global_step) {
   return smoothed;
 }
 
-LearningRateFinder::LearningRateFinder(LearningRateFinderOptions options)
+LearningRateSweep::LearningRateSweep(LearningRateFinderOptions options)
     : options_(options), curve_(options.early_stop_threshold) {
   check_lr_finder_options(options_);
 }
 
-LearningRateFinder::~LearningRateFinder() = default;
+LearningRateSweep::~LearningRateSweep() = default;
 
 namespace {
 
@@ -119,7 +119,7 @@ void set_lr(torch::optim::Optimizer& optimizer, double lr) {
 
 }  // namespace
 
-void LearningRateFinder::on_fit_start(TrainerView& view) {
+void LearningRateSweep::on_fit_start(TrainerView& view) {
   const auto& optimizers = view.optimizers();
   if (optimizers.size() != 1) {
     throw ConfigError("the learning-rate finder needs exactly one optimizer, but configure_optimizers returned " +
@@ -134,7 +134,7 @@ void LearningRateFinder::on_fit_start(TrainerView& view) {
   set_lr(*optimizers[0], options_.min_lr);
 }
 
-void LearningRateFinder::on_train_batch_start(TrainerView& view, const Batch&, int64_t) {
+void LearningRateSweep::on_train_batch_start(TrainerView& view, const Batch&, int64_t) {
   if (!snapshot_) return;
   // The rate of the optimizer step this batch belongs to; setting it at every batch of an
   // accumulation window keeps it whatever a scheduler of the module did in between.
@@ -142,7 +142,7 @@ void LearningRateFinder::on_train_batch_start(TrainerView& view, const Batch&, i
   set_lr(*view.optimizers()[0], pending_lr_);
 }
 
-void LearningRateFinder::on_train_batch_end(TrainerView& view, const at::Tensor& loss, const Batch&, int64_t) {
+void LearningRateSweep::on_train_batch_end(TrainerView& view, const at::Tensor& loss, const Batch&, int64_t) {
   if (!snapshot_) return;
   const int64_t step = view.state().global_step;
   if (step == last_step_) return;  // a batch inside an accumulation window: no optimizer step yet
@@ -166,12 +166,12 @@ void LearningRateFinder::on_train_batch_end(TrainerView& view, const at::Tensor&
   }
 }
 
-void LearningRateFinder::restore() {
+void LearningRateSweep::restore() {
   if (snapshot_) snapshot_->optimizer.restore();
   snapshot_.reset();
 }
 
-void LearningRateFinder::on_fit_end(TrainerView& view) {
+void LearningRateSweep::on_fit_end(TrainerView& view) {
   restore();
   if (view.state().world_size <= 1) return;
   // Rank 0's curve on every rank (Lightning broadcasts its results), exactly: hex floats.
@@ -199,8 +199,71 @@ void LearningRateFinder::on_fit_end(TrainerView& view) {
   stopped_early_ = stopped != 0;
 }
 
-void LearningRateFinder::on_exception(TrainerView&, const std::exception&) {
+void LearningRateSweep::on_exception(TrainerView&, const std::exception&) {
   restore();
+}
+
+std::string lr_attr_name(const Module& module, const std::string& attr_name, const std::string& what) {
+  const auto& hp = module.hparams();
+  if (!attr_name.empty()) {
+    if (hp.count(attr_name) == 0) {
+      throw ConfigError(what + "(update_attr=true, attr_name=\"" + attr_name + "\"): the hyperparameters of " +
+                        module.name() + " have no \"" + attr_name +
+                        "\". Record it with save_hyperparameters and read it in configure_optimizers.");
+    }
+    return attr_name;
+  }
+  for (const char* name : {"lr", "learning_rate"}) {
+    if (hp.count(name) != 0) return name;
+  }
+  throw ConfigError(what + "(update_attr=true): the hyperparameters of " + module.name() +
+                    " hold neither \"lr\" nor \"learning_rate\", so the suggestion has nowhere to go. Call "
+                    "save_hyperparameters({{\"lr\", ...}}) in the constructor and read hparams().at(\"lr\") in "
+                    "configure_optimizers, name the key with attr_name, or set update_attr=false.");
+}
+
+LearningRateFinder::LearningRateFinder(LearningRateFinderOptions options, bool update_attr, std::string attr_name)
+    : options_(options), update_attr_(update_attr), attr_name_(std::move(attr_name)) {
+  check_lr_finder_options(options_);
+}
+
+LearningRateFinder::~LearningRateFinder() = default;
+
+void LearningRateFinder::begin_search(Module& module, std::optional<int64_t>) {
+  attr_ = update_attr_ ? lr_attr_name(module, attr_name_, "LearningRateFinder") : std::string();
+  sweep_ = std::make_shared<LearningRateSweep>(options_);
+  pending_ = true;
+  optimal_lr_.reset();
+}
+
+std::optional<SearchTrial> LearningRateFinder::next_trial() {
+  if (!pending_) return std::nullopt;
+  pending_ = false;
+  return SearchTrial{options_.num_training_steps, sweep_, std::nullopt};
+}
+
+void LearningRateFinder::end_trial(const SearchTrialOutcome&) {}
+
+void LearningRateFinder::end_search(Module& module) {
+  const auto i = lr_finder_suggestion_index(sweep_->losses());
+  if (i && *i < sweep_->lrs().size()) optimal_lr_ = sweep_->lrs()[*i];
+  if (optimal_lr_ && !attr_.empty()) {
+    auto hp = module.hparams();
+    hp[attr_] = num(*optimal_lr_);
+    module.save_hyperparameters(std::move(hp));
+  }
+}
+
+void LearningRateFinder::on_fit_start(TrainerView& view) {
+  if (!optimal_lr_) return;
+  const auto& optimizers = view.optimizers();
+  if (optimizers.size() != 1) {
+    throw ConfigError(
+        "LearningRateFinder needs exactly one optimizer to set the learning rate it found, but "
+        "configure_optimizers returned " +
+        std::to_string(optimizers.size()) + ".");
+  }
+  set_lr(*optimizers[0], *optimal_lr_);
 }
 
 }  // namespace volt::callbacks

@@ -6,6 +6,8 @@
 #include <new>
 #include <utility>
 
+#include "volt/core/out_of_memory_error.h"
+
 namespace volt {
 namespace {
 
@@ -79,6 +81,7 @@ std::exception_ptr to_volt_error(std::exception_ptr error, const std::string& wh
   std::string said;   // the first line of the foreign message
   std::string full;   // the whole report, for VOLT_DEBUG=1
   std::string source = "LibTorch";
+  bool out_of_memory = false;
   try {
     std::rethrow_exception(error);
   } catch (const Error&) {
@@ -86,6 +89,8 @@ std::exception_ptr to_volt_error(std::exception_ptr error, const std::string& wh
   } catch (const c10::Error& e) {
     said = first_line(e.what_without_backtrace());
     full = e.what();
+    out_of_memory = dynamic_cast<const c10::OutOfMemoryError*>(&e) != nullptr ||
+                    std::string(e.what_without_backtrace()).rfind("CUDA out of memory", 0) == 0;
   } catch (const std::bad_alloc&) {
     said = "out of memory (std::bad_alloc)";
     source = "the C++ runtime";
@@ -111,6 +116,8 @@ std::exception_ptr to_volt_error(std::exception_ptr error, const std::string& wh
   } else if (!full.empty()) {
     message += "\n" + source + "'s full report:\n" + full;
   }
+  // Out of memory keeps its kind whatever the stage: the batch-size finder counts on it.
+  if (out_of_memory) return make<OutOfMemoryError>(message);
   return make_kind(kind, message);
 }
 

@@ -1,5 +1,6 @@
 #include "volt/trainer/trainer.h"
 
+#include "trainer/detail/fit_start_search.h"
 #include "trainer/detail/trainer_impl.h"
 
 #include <ATen/Context.h>
@@ -148,6 +149,8 @@ auto guarded(const char* stage, Body&& body) -> decltype(body()) {
 
 void Trainer::fit(Module& module, data::DataModule& datamodule, const std::string& ckpt_path) {
   guarded("fit", [&] {
+    // A finder callback's search (callbacks::FitStartSearch) runs before the fit's first hook.
+    detail::run_fit_start_searches(*this, module, &datamodule, nullptr, ckpt_path);
     connectors::DataConnector data(datamodule);
     impl_->fit_stage(module, data, ckpt_path);
   });
@@ -157,6 +160,7 @@ void Trainer::fit(Module& module, std::shared_ptr<data::DataLoader> train, std::
                   const std::string& ckpt_path) {
   if (!train) throw ConfigError("fit was given a null train loader.");
   guarded("fit", [&] {
+    detail::run_fit_start_searches(*this, module, nullptr, train, ckpt_path);
     connectors::DataConnector data(std::move(train), std::move(val), nullptr, nullptr);
     impl_->fit_stage(module, data, ckpt_path);
   });

@@ -34,7 +34,7 @@ int64_t need_of(int64_t b, const std::string& root, const std::shared_ptr<volt::
   TensorDataModule data(set, b);
   volt::TrainerOptions o = options(root);
   o.max_steps = 3;
-  auto probe = std::make_shared<volt::callbacks::BatchSizeFinder>(0);
+  auto probe = std::make_shared<volt::callbacks::BatchSizeTrial>(0);
   volt::Trainer trainer(o, {probe});
   trainer.fit(model, data);
   return cache[b] = probe->peak_bytes();

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "volt/callbacks/callback.h"
+#include "volt/callbacks/fit_start_search.h"
 
 namespace volt::callbacks {
 
@@ -67,27 +68,24 @@ class LRFinderCurve {
   std::vector<double> smoothed_;
 };
 
-/// Sweeps the learning rate over the fit it is part of and records the loss (Lightning's
-/// LearningRateFinder callback and its _LRCallback): at every optimizer step the learning rate of
+/// The sweep of the learning-rate finder, as a callback of the short fit it runs in (Lightning's
+/// _LRCallback with its _ExponentialLR/_LinearLR): at every optimizer step the learning rate of
 /// every parameter group of the single optimizer is set to lr_finder_rate(step), the loss smoothed
 /// (LRFinderCurve) and the fit asked to stop after num_training_steps steps or when the loss diverges.
 /// At the end of the fit (or when it throws) the optimizer's state and learning rates are put back
-/// exactly as they were at on_fit_start.
-///
-/// Unlike Lightning's callback it does not go on to train in the same fit: a callback never drives the
-/// Trainer in Volt. volt::Tuner::lr_find runs a fit of its own with this callback, restores the
-/// module and the random generators, and returns the result; `--tuner.lr_find true` does that before fit.
+/// exactly as they were at on_fit_start. volt::Tuner::lr_find and the LearningRateFinder callback run
+/// a fit of its own with it.
 ///
 /// Distributed: rank 0's decision to stop is broadcast after every step, and at the end of the fit
 /// rank 0's learning rates and losses replace every rank's, so every rank suggests the same rate.
-class LearningRateFinder : public Callback {
+class LearningRateSweep : public Callback {
  public:
   /// Throws ConfigError for invalid options (check_lr_finder_options).
-  explicit LearningRateFinder(LearningRateFinderOptions options = {});
-  ~LearningRateFinder() override;
+  explicit LearningRateSweep(LearningRateFinderOptions options = {});
+  ~LearningRateSweep() override;
 
-  /// "LearningRateFinder".
-  std::string state_key() const override { return "LearningRateFinder"; }
+  /// "LearningRateSweep".
+  std::string state_key() const override { return "LearningRateSweep"; }
   /// ConfigError unless the module has exactly one optimizer; keeps its state, sets min_lr.
   void on_fit_start(TrainerView& view) override;
   void on_train_batch_start(TrainerView& view, const Batch& batch, int64_t batch_idx) override;
@@ -119,5 +117,54 @@ class LearningRateFinder : public Callback {
   struct Snapshot;
   std::unique_ptr<Snapshot> snapshot_;
 };
+
+/// Finds a learning rate at the start of the fit it is added to, applies it and lets that fit train
+/// (Lightning's LearningRateFinder callback). Before the fit's first hook the Trainer runs the sweep
+/// (LearningRateSweep, a short fit of its own, as Tuner::lr_find does) and puts the module, its
+/// optimizer and the random generator back; with update_attr the suggestion is written into the
+/// module's hyperparameters under attr_name (as Tuner::lr_find's update_attr), and at on_fit_start it
+/// becomes the learning rate of every parameter group of the fit's optimizer. The fit then trains
+/// for max_epochs/max_steps from its start: the sweep's steps are not the fit's.
+/// Every fit it is part of sweeps again. No suggestion (too few losses): the fit keeps its rate.
+class LearningRateFinder : public Callback, public FitStartSearch {
+ public:
+  /// Throws ConfigError for invalid options (check_lr_finder_options).
+  explicit LearningRateFinder(LearningRateFinderOptions options = {}, bool update_attr = true,
+                              std::string attr_name = "");
+  ~LearningRateFinder() override;
+
+  /// "LearningRateFinder".
+  std::string state_key() const override { return "LearningRateFinder"; }
+  /// Sets the suggestion as the learning rate of the fit's optimizer (ConfigError unless there is
+  /// exactly one).
+  void on_fit_start(TrainerView& view) override;
+
+  /// With update_attr: ConfigError when the hyperparameters hold neither attr_name nor lr /
+  /// learning_rate (as Lightning's).
+  void begin_search(Module& module, std::optional<int64_t> batch_size) override;
+  std::optional<SearchTrial> next_trial() override;
+  void end_trial(const SearchTrialOutcome& outcome) override;
+  void end_search(Module& module) override;
+
+  const LearningRateFinderOptions& options() const { return options_; }
+  /// The last sweep (nullptr before the first fit): its rates, smoothed losses and stop.
+  const LearningRateSweep* sweep() const { return sweep_.get(); }
+  /// The last sweep's suggestion (Lightning's optimal_lr.suggestion()); nullopt before a sweep or
+  /// when it made none.
+  std::optional<double> optimal_lr() const { return optimal_lr_; }
+
+ private:
+  LearningRateFinderOptions options_;
+  bool update_attr_;
+  std::string attr_name_;
+  std::string attr_;  // the hyperparameter written, chosen at begin_search
+  std::shared_ptr<LearningRateSweep> sweep_;
+  bool pending_ = false;
+  std::optional<double> optimal_lr_;
+};
+
+/// update_attr's key: `attr_name`, or the first of "lr", "learning_rate" that the module's
+/// hyperparameters hold; ConfigError naming `what` otherwise.
+std::string lr_attr_name(const Module& module, const std::string& attr_name, const std::string& what);
 
 }  // namespace volt::callbacks

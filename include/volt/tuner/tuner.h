@@ -51,8 +51,8 @@ struct ScaleBatchSizeOptions {
 /// the Trainer from above, as a user does: every sweep or trial is a short fit of a Trainer of its own,
 /// made with the given Trainer's options (hardware, strategy, precision, seed...) and without its
 /// loggers, checkpoints and callbacks. The module's parameters, buffers, gradients and train/eval mode
-/// and the CPU random generator are put back bitwise afterwards, and so is the optimizer of the module
-/// if configure_optimizers hands out one it keeps; the given Trainer is not touched (its step and epoch
+/// and the CPU (and CUDA) random generators are put back bitwise afterwards, and so is the optimizer of
+/// the module if configure_optimizers hands out one it keeps; the given Trainer is not touched (its step and epoch
 /// counters stay as they were). Under ddp every rank calls it and gets the same answer.
 class Tuner {
  public:
@@ -68,8 +68,10 @@ class Tuner {
   LRFinderResult lr_find(Module& module, std::shared_ptr<data::DataLoader> train, const LRFindOptions& options = {});
 
   /// The largest batch size whose trial of steps_per_trial steps fits (Lightning's scale_batch_size):
-  /// out of memory is a trial over the CPU budget, or an error from the allocator ("CUDA out of
-  /// memory", "DefaultCPUAllocator: can't allocate memory"). The DataModule's batch size is set to it.
+  /// out of memory is a trial over the CPU budget, or an out-of-memory error (callbacks::is_out_of_memory:
+  /// LibTorch's c10::OutOfMemoryError, "CUDA out of memory", "DefaultCPUAllocator: can't allocate
+  /// memory"). Any other error ends the search and is rethrown, with the module and the batch size put
+  /// back. The DataModule's batch size is set to the result.
   /// A DataModule without batch_size(), or bad options: ConfigError before any trial.
   int64_t scale_batch_size(Module& module, data::DataModule& datamodule, const ScaleBatchSizeOptions& options = {});
 

@@ -7,9 +7,9 @@
 
 #include "volt/core/module.h"
 
-namespace volt::tuner::detail {
+namespace volt::callbacks::detail {
 
-/// A module's parameters, buffers and gradients, its train/eval mode, and the CPU random generator,
+/// A module's parameters, buffers and gradients, its train/eval mode, and the CPU and CUDA random generators,
 /// copied so that the tuner can put them back bitwise after a sweep or a trial.
 class ModuleSnapshot {
  public:
@@ -28,6 +28,7 @@ class ModuleSnapshot {
   bool training_;
   std::vector<Entry> params_, buffers_;
   at::Tensor cpu_rng_;
+  std::vector<at::Tensor> cuda_rng_;  // one per CUDA device (none without CUDA)
 };
 
-}  // namespace volt::tuner::detail
+}  // namespace volt::callbacks::detail

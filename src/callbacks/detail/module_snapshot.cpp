@@ -1,10 +1,12 @@
-#include "tuner/detail/module_snapshot.h"
+#include "callbacks/detail/module_snapshot.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
 #include <ATen/core/grad_mode.h>
+#include <ATen/detail/CUDAHooksInterface.h>
 #include <ATen/ops/empty.h>
 
-namespace volt::tuner::detail {
+namespace volt::callbacks::detail {
 
 ModuleSnapshot::ModuleSnapshot(Module& module) : module_(module), training_(module.is_training()) {
   for (const auto& p : module.parameters(/*recurse=*/true)) {
@@ -12,6 +14,15 @@ ModuleSnapshot::ModuleSnapshot(Module& module) : module_(module), training_(modu
   }
   for (const auto& b : module.buffers(/*recurse=*/true)) buffers_.push_back({b, b.detach().clone(), at::Tensor()});
   cpu_rng_ = at::detail::getDefaultCPUGenerator().get_state();
+  // Every CUDA device's generator too, as Lightning's isolate_rng (torch.cuda.get_rng_state_all).
+  if (at::hasCUDA()) {
+    const int n = at::detail::getCUDAHooks().getNumGPUs();
+    for (int i = 0; i < n; ++i) {
+      const at::Generator& gen =
+          at::globalContext().defaultGenerator(c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(i)));
+      cuda_rng_.push_back(gen.get_state());
+    }
+  }
 }
 
 void ModuleSnapshot::restore() {
@@ -33,6 +44,12 @@ void ModuleSnapshot::restore() {
   auto gen = at::detail::getDefaultCPUGenerator();
   std::lock_guard<std::mutex> lock(gen.mutex());
   gen.set_state(cpu_rng_);
+  for (size_t i = 0; i < cuda_rng_.size(); ++i) {
+    at::Generator cuda =
+        at::globalContext().defaultGenerator(c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(i)));
+    std::lock_guard<std::mutex> cuda_lock(cuda.mutex());
+    cuda.set_state(cuda_rng_[i]);
+  }
 }
 
-}  // namespace volt::tuner::detail
+}  // namespace volt::callbacks::detail
