@@ -42,26 +42,43 @@ inline uint8_t luma(const uint8_t* rgb) {
 }
 
 // Decoded pixels before they become a tensor.
+// The decoder writes straight into `pixels`, a [height, width, channels] tensor; it is the
+// result when its channels are the mode's.
 struct Raw {
-  std::vector<uint8_t> pixels;
+  at::Tensor pixels;
   int height = 0;
   int width = 0;
-  int channels = 0;  // 1 or 3
+  int channels = 0;  // 1 L, 2 LA, 3 RGB, 4 RGBA
+
+  uint8_t* allocate() {
+    pixels = at::empty({height, width, channels}, at::kByte);
+    return pixels.data_ptr<uint8_t>();
+  }
 };
 
-at::Tensor to_tensor(Raw& raw, ImageMode mode) {
-  const int64_t h = raw.height, w = raw.width;
+// The most pixels an image may have: 2^28 (768 MiB as RGB).
+constexpr uint64_t kMaxPixels = uint64_t{1} << 28;
+
+// To the mode's channels, dropping alpha without compositing as PIL's convert does.
+at::Tensor to_mode(Raw& raw, ImageMode mode) {
   const int64_t c = mode == ImageMode::kRGB ? 3 : 1;
-  at::Tensor out = at::empty({h, w, c}, at::kByte);
+  if (raw.channels == c) return raw.pixels;
+  const int64_t n = static_cast<int64_t>(raw.height) * raw.width, sc = raw.channels;
+  at::Tensor out = at::empty({raw.height, raw.width, c}, at::kByte);
   uint8_t* dst = out.data_ptr<uint8_t>();
-  const uint8_t* src = raw.pixels.data();
-  const int64_t n = h * w;
-  if (raw.channels == c) {
-    std::memcpy(dst, src, static_cast<size_t>(n * c));
-  } else if (raw.channels == 1) {  // L -> RGB: replicate
-    for (int64_t i = 0; i < n; ++i) dst[3 * i] = dst[3 * i + 1] = dst[3 * i + 2] = src[i];
-  } else {  // RGB -> L
-    for (int64_t i = 0; i < n; ++i) dst[i] = luma(src + 3 * i);
+  const uint8_t* src = raw.pixels.data_ptr<uint8_t>();
+  if (sc <= 2) {  // L or LA
+    if (c == 3) {
+      for (int64_t i = 0; i < n; ++i) dst[3 * i] = dst[3 * i + 1] = dst[3 * i + 2] = src[sc * i];
+    } else {
+      for (int64_t i = 0; i < n; ++i) dst[i] = src[sc * i];
+    }
+  } else {  // RGB or RGBA
+    if (c == 1) {
+      for (int64_t i = 0; i < n; ++i) dst[i] = luma(src + sc * i);
+    } else {
+      for (int64_t i = 0; i < n; ++i) std::memcpy(dst + 3 * i, src + sc * i, 3);
+    }
   }
   return out;
 }
@@ -120,10 +137,16 @@ JpegResult decode_jpeg_raw(const uint8_t* data, size_t size, Raw& raw, char* mes
   raw.height = static_cast<int>(cinfo.output_height);
   raw.width = static_cast<int>(cinfo.output_width);
   raw.channels = cinfo.output_components;
+  if (static_cast<uint64_t>(raw.height) * static_cast<uint64_t>(raw.width) > kMaxPixels) {
+    std::snprintf(message, JMSG_LENGTH_MAX, "its %d x %d pixels are more than the 2^28 Volt decodes", raw.width,
+                  raw.height);
+    jpeg_destroy_decompress(&cinfo);
+    return JpegResult::kError;
+  }
   const size_t stride = static_cast<size_t>(raw.width) * static_cast<size_t>(raw.channels);
-  raw.pixels.resize(stride * static_cast<size_t>(raw.height));
+  uint8_t* pixels = raw.allocate();  // the temporary Tensor is gone before libjpeg runs again
   while (cinfo.output_scanline < cinfo.output_height) {
-    JSAMPROW row = raw.pixels.data() + stride * cinfo.output_scanline;
+    JSAMPROW row = pixels + stride * cinfo.output_scanline;
     jpeg_read_scanlines(&cinfo, &row, 1);
   }
   jpeg_finish_decompress(&cinfo);
@@ -189,28 +212,18 @@ bool decode_png_raw(PngReader& reader, Raw& raw, std::vector<png_bytep>& rows) {
   raw.height = static_cast<int>(png_get_image_height(png, info));
   raw.width = static_cast<int>(png_get_image_width(png, info));
   raw.channels = png_get_channels(png, info);
-  const size_t stride = png_get_rowbytes(png, info);
-  raw.pixels.resize(stride * static_cast<size_t>(raw.height));
+  if (static_cast<uint64_t>(raw.height) * static_cast<uint64_t>(raw.width) > kMaxPixels) {
+    png_error(png, "its pixels are more than the 2^28 Volt decodes");
+  }
+  const size_t stride = static_cast<size_t>(raw.width) * static_cast<size_t>(raw.channels);
+  if (png_get_rowbytes(png, info) != stride) png_error(png, "unexpected row size after conversion to 8 bits");
+  uint8_t* pixels = raw.allocate();
   rows.resize(static_cast<size_t>(raw.height));
-  for (int y = 0; y < raw.height; ++y)
-    rows[static_cast<size_t>(y)] = raw.pixels.data() + stride * static_cast<size_t>(y);
+  for (int y = 0; y < raw.height; ++y) rows[static_cast<size_t>(y)] = pixels + stride * static_cast<size_t>(y);
   png_read_image(png, rows.data());
   png_read_end(png, nullptr);
   png_destroy_read_struct(&png, &info, nullptr);
   return true;
-}
-
-// Grey+alpha -> grey, RGBA -> RGB, in place.
-void drop_alpha(Raw& raw) {
-  if (raw.channels != 2 && raw.channels != 4) return;
-  const int keep = raw.channels - 1;
-  const size_t n = static_cast<size_t>(raw.height) * static_cast<size_t>(raw.width);
-  uint8_t* p = raw.pixels.data();
-  for (size_t i = 0; i < n; ++i) {
-    for (int c = 0; c < keep; ++c) p[i * keep + c] = p[i * raw.channels + c];
-  }
-  raw.channels = keep;
-  raw.pixels.resize(n * keep);
 }
 
 }  // namespace
@@ -229,7 +242,6 @@ at::Tensor decode_image(const uint8_t* data, size_t size, ImageMode mode, const 
       throw DataError("image " + quote_path(name) + " is not a readable PNG file: " + reader.message +
                       ". Replace or remove the file (ImageFolder can skip such files with skip_corrupt).");
     }
-    drop_alpha(raw);
   } else if (size >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF) {
     char message[JMSG_LENGTH_MAX] = {0};
     const JpegResult result = decode_jpeg_raw(data, size, raw, message);
@@ -252,7 +264,7 @@ at::Tensor decode_image(const uint8_t* data, size_t size, ImageMode mode, const 
     throw DataError("image " + quote_path(name) + " has no pixels (" + std::to_string(raw.width) + "x" +
                     std::to_string(raw.height) + "). Replace or remove it.");
   }
-  return to_tensor(raw, mode);
+  return to_mode(raw, mode);
 }
 
 at::Tensor read_image(const std::string& path, ImageMode mode) {

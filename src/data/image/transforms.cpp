@@ -83,11 +83,21 @@ Compose::Compose(std::vector<TransformPtr> transforms) : transforms_(std::move(t
                         " is null. Pass std::make_shared<Resize>(...) and the like.");
     }
   }
+  fused_.assign(transforms_.size(), false);
+  for (size_t i = 0; i + 1 < transforms_.size(); ++i) {
+    fused_[i] = dynamic_cast<const ToTensor*>(transforms_[i].get()) != nullptr &&
+                dynamic_cast<const Normalize*>(transforms_[i + 1].get()) != nullptr;
+  }
 }
 
 at::Tensor Compose::operator()(const at::Tensor& image, at::Generator& gen) const {
   at::Tensor out = image;
-  for (const auto& t : transforms_) out = (*t)(out, gen);
+  for (size_t i = 0; i < transforms_.size(); ++i) {
+    // Normalize takes the uint8 image itself; ToTensor's checks still apply to what it is given.
+    if (fused_[i] && out.scalar_type() == at::kByte && out.dim() == 3 && (out.size(2) == 1 || out.size(2) == 3))
+      continue;
+    out = (*transforms_[i])(out, gen);
+  }
   return out;
 }
 

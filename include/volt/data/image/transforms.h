@@ -36,7 +36,9 @@ at::Generator make_generator(uint64_t seed);
 /// Applies `transform` to `image` with a generator seeded with `seed`.
 at::Tensor apply(const Transform& transform, const at::Tensor& image, uint64_t seed);
 
-/// Runs transforms in order (torchvision's Compose). A null entry is a ConfigError.
+/// Runs transforms in order (torchvision's Compose). A null entry is a ConfigError. ToTensor
+/// directly followed by Normalize runs as one pass over the uint8 image (the same float32
+/// operations, so the same values, without the intermediate tensor).
 class Compose : public Transform {
  public:
   explicit Compose(std::vector<TransformPtr> transforms);
@@ -45,6 +47,7 @@ class Compose : public Transform {
 
  private:
   std::vector<TransformPtr> transforms_;
+  std::vector<bool> fused_;  // fused_[i]: transforms_[i] is a ToTensor whose Normalize (i + 1) does both
 };
 
 /// uint8 [H, W, C] -> float32 [C, H, W], each value divided by 255 (torchvision's ToTensor).
