@@ -123,6 +123,21 @@ TEST(ImageDecode, TruncatedCorruptAndForeignFilesAreRefusedNamingTheFile) {
   expect_error_naming(dir.str(), "folder");
 }
 
+TEST(ImageDecode, HugeDeclaredJpegSizeIsRefusedBeforeThePixelsAreAllocated) {
+  TempDir dir("volt_image_huge");
+  volt::data::write_jpeg(dir / "small.jpg", at::full({8, 8, 3}, 50, at::kByte), 90);
+  std::string jpg = read_bytes(dir / "small.jpg");
+  const size_t sof = jpg.find("\xFF\xC0");
+  ASSERT_NE(sof, std::string::npos);
+  // SOF0: marker, length (2), precision (1), height (2), width (2): declare 60000 x 60000.
+  for (size_t at : {sof + 5, sof + 7}) {
+    jpg[at] = static_cast<char>(0xEA);
+    jpg[at + 1] = static_cast<char>(0x60);
+  }
+  write_bytes(dir / "huge.jpg", jpg);
+  expect_error_naming(dir / "huge.jpg", "more than the 2^28");
+}
+
 TEST(ImageDecode, WritersRefuseTensorsThatAreNotImages) {
   TempDir dir("volt_image_write_bad");
   EXPECT_THROW(volt::data::write_png(dir / "x.png", at::zeros({4, 4, 3}, at::kFloat)), volt::ConfigError);

@@ -100,17 +100,23 @@ Coeffs precompute(int in_size, int out_size) {
 // One channel count at compile time, so the inner loops unroll.
 template <int C>
 void horizontal(const uint8_t* in, int64_t in_stride, int rows, uint8_t* out, int out_w, const Coeffs& c) {
+  // Plain pointers: the uint8 stores below may alias anything, so members read through `c`
+  // would be loaded again after each one.
+  const int* bounds = c.bounds.data();
+  const int* kk = c.k.data();
+  const int ksize = c.ksize;
   for (int y = 0; y < rows; ++y) {
     const uint8_t* src = in + y * in_stride;
     uint8_t* dst = out + static_cast<int64_t>(y) * out_w * C;
     for (int xx = 0; xx < out_w; ++xx) {
-      const int xmin = c.bounds[static_cast<size_t>(xx) * 2], n = c.bounds[static_cast<size_t>(xx) * 2 + 1];
-      const int* k = &c.k[static_cast<size_t>(xx) * c.ksize];
+      const int xmin = bounds[2 * xx], n = bounds[2 * xx + 1];
+      const int* k = kk + xx * ksize;
       int ss[C];
       for (int ch = 0; ch < C; ++ch) ss[ch] = 1 << (kPrecisionBits - 1);
       const uint8_t* p = src + static_cast<int64_t>(xmin) * C;
       for (int x = 0; x < n; ++x) {
-        for (int ch = 0; ch < C; ++ch) ss[ch] += p[x * C + ch] * k[x];
+        const int kx = k[x];
+        for (int ch = 0; ch < C; ++ch) ss[ch] += p[x * C + ch] * kx;
       }
       for (int ch = 0; ch < C; ++ch) dst[xx * C + ch] = clip8(ss[ch]);
     }
@@ -119,18 +125,22 @@ void horizontal(const uint8_t* in, int64_t in_stride, int rows, uint8_t* out, in
 
 template <int C>
 void vertical(const uint8_t* in, int64_t in_stride, int row_offset, uint8_t* out, int out_h, int w, const Coeffs& c) {
-  std::vector<int> ss(static_cast<size_t>(w) * C);
+  std::vector<int> acc(static_cast<size_t>(w) * C);
+  int* ss = acc.data();
+  const int* bounds = c.bounds.data();
+  const int* kk = c.k.data();
+  const int ksize = c.ksize, len = w * C;
   for (int yy = 0; yy < out_h; ++yy) {
-    const int ymin = c.bounds[static_cast<size_t>(yy) * 2] - row_offset, n = c.bounds[static_cast<size_t>(yy) * 2 + 1];
-    const int* k = &c.k[static_cast<size_t>(yy) * c.ksize];
-    std::fill(ss.begin(), ss.end(), 1 << (kPrecisionBits - 1));
+    const int ymin = bounds[2 * yy] - row_offset, n = bounds[2 * yy + 1];
+    const int* k = kk + yy * ksize;
+    for (int i = 0; i < len; ++i) ss[i] = 1 << (kPrecisionBits - 1);
     for (int y = 0; y < n; ++y) {
       const uint8_t* src = in + (ymin + y) * in_stride;
       const int ky = k[y];
-      for (int i = 0; i < w * C; ++i) ss[static_cast<size_t>(i)] += src[i] * ky;
+      for (int i = 0; i < len; ++i) ss[i] += src[i] * ky;
     }
-    uint8_t* dst = out + static_cast<int64_t>(yy) * w * C;
-    for (int i = 0; i < w * C; ++i) dst[i] = clip8(ss[static_cast<size_t>(i)]);
+    uint8_t* dst = out + static_cast<int64_t>(yy) * len;
+    for (int i = 0; i < len; ++i) dst[i] = clip8(ss[i]);
   }
 }
 
@@ -278,8 +288,18 @@ at::Tensor hflip(const at::Tensor& image) {
     const uint8_t* in = img.data_ptr<uint8_t>();
     uint8_t* dst = out.data_ptr<uint8_t>();
     for (int64_t y = 0; y < h; ++y) {
-      for (int64_t x = 0; x < w; ++x)
-        std::memcpy(dst + (y * w + x) * c, in + (y * w + (w - 1 - x)) * c, static_cast<size_t>(c));
+      const uint8_t* row = in + y * w * c;
+      uint8_t* o = dst + y * w * c;
+      if (c == 3) {
+        for (int64_t x = 0; x < w; ++x) {
+          const uint8_t* p = row + (w - 1 - x) * 3;
+          o[3 * x] = p[0];
+          o[3 * x + 1] = p[1];
+          o[3 * x + 2] = p[2];
+        }
+      } else {
+        for (int64_t x = 0; x < w; ++x) o[x] = row[w - 1 - x];
+      }
     }
     return out;
   }
