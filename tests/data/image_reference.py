@@ -84,12 +84,13 @@ def transforms(cases_file):
 
     with open(cases_file) as f:
         spec = json.load(f)
-    img = Image.open(spec["input"]).convert("RGB")
+    rgb = Image.open(spec["input"]).convert("RGB")
     outdir = spec["outdir"]
     manifest = []
     for k, case in enumerate(spec["cases"]):
         op = case["op"]
         extra = {}
+        img = rgb.convert("L") if case.get("mode") == "L" else rgb
         if op == "resize":
             out = F.resize(img, case["size"], interpolation=T.InterpolationMode.BILINEAR)
         elif op == "resize_tensor":  # the tensor path, antialias as torchvision 0.14's default for tensors (off)

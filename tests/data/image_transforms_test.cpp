@@ -127,6 +127,40 @@ TEST_F(ImageTransforms, DeterministicTransformsEqualTorchvisionOnThePilImageExac
   }
 }
 
+// The same on one-channel images (PIL's mode L, read_image's kL).
+TEST_F(ImageTransforms, DeterministicTransformsOnGrayImagesEqualTorchvisionExactly) {
+  const json cases = json::array({
+      {{"op", "resize"}, {"size", {17, 45}}, {"mode", "L"}},
+      {{"op", "resize"}, {"size", {90, 70}}, {"mode", "L"}},
+      {{"op", "center_crop"}, {"size", {40, 60}}, {"mode", "L"}},
+      {{"op", "hflip"}, {"mode", "L"}},
+      {{"op", "brightness"}, {"factor", 1.3}, {"mode", "L"}},
+      {{"op", "contrast"}, {"factor", 0.4}, {"mode", "L"}},
+      {{"op", "saturation"}, {"factor", 1.6}, {"mode", "L"}},
+      {{"op", "to_tensor"}, {"mode", "L"}},
+  });
+  const Reference ref = reference(cases);
+  const at::Tensor gray = volt::data::read_image(dir_ / "input.png", volt::data::ImageMode::kL);
+  ASSERT_EQ(gray.size(2), 1);
+  for (size_t k = 0; k < cases.size(); ++k) {
+    const json& c = cases[k];
+    const std::string op = c["op"];
+    at::Tensor ours;
+    if (op == "resize") ours = F::resize(gray, ints(c["size"])[0], ints(c["size"])[1]);
+    if (op == "center_crop") ours = F::center_crop(gray, ints(c["size"])[0], ints(c["size"])[1]);
+    if (op == "hflip") ours = F::hflip(gray);
+    if (op == "brightness") ours = F::adjust_brightness(gray, c["factor"]);
+    if (op == "contrast") ours = F::adjust_contrast(gray, c["factor"]);
+    if (op == "saturation") ours = F::adjust_saturation(gray, c["factor"]);
+    if (op == "to_tensor") {
+      EXPECT_TRUE(at::equal(F::to_tensor(gray), ref.output(k)));
+      continue;
+    }
+    // PIL gives an L image as [H, W]; Volt keeps the channel axis.
+    EXPECT_EQ(max_diff(ours.squeeze(2), ref.output(k)), 0) << c.dump();
+  }
+}
+
 TEST_F(ImageTransforms, ToTensorAndNormalizeEqualTorchvisionBitForBit) {
   const json cases = json::array({
       {{"op", "to_tensor"}},
