@@ -21,12 +21,13 @@ done
 packages=(
   libtorch-dev libgloo-dev libopenblas0-openmp cmake ninja-build g++ ccache
   libyaml-cpp-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
-  zlib1g-dev libpng-dev dataset-fashion-mnist git ca-certificates python3-numpy iproute2 python3-torch
+  zlib1g-dev libpng-dev libjpeg62-turbo-dev dataset-fashion-mnist git ca-certificates python3-numpy iproute2 python3-torch
   libcpp-httplib-dev pkgconf chromium chromium-driver node-prismjs
   libkainjow-mustache-dev fortunes python3-nbformat python3-nbconvert python3-ipykernel
   openmpi-bin slurm-wlm
   python3-yaml python3-tqdm python3-fsspec python3-packaging python3-typing-extensions
   clang-14 libclang-rt-14-dev
+  python3-pil python3-torchvision
 )
 # Node.js and npm run the browser tests of `volt ui` (tests/ui/e2e). A machine may already have them from
 # elsewhere (NodeSource's nodejs bundles npm and conflicts with Debian's npm package): only install when absent.

@@ -14,8 +14,9 @@ cd "$src"
 R=${VOLT_TRIXIE_ROOT:-/var/cache/volt-trixie}
 R=${R%/}
 packages=(libtorch-dev libgloo-dev g++ cmake make ninja-build libyaml-cpp-dev nlohmann-json3-dev
-          libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev libpng-dev ccache dataset-fashion-mnist
-          libcpp-httplib-dev pkgconf libkainjow-mustache-dev python3 node-prismjs python3-torch)
+          libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev libpng-dev libjpeg62-turbo-dev ccache dataset-fashion-mnist
+          libcpp-httplib-dev pkgconf libkainjow-mustache-dev python3 node-prismjs python3-torch
+          python3-pil python3-torchvision)
 in_chroot=(/usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 "CCACHE_BASEDIR=$src"
            DEBIAN_FRONTEND=noninteractive)
 
