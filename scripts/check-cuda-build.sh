@@ -31,7 +31,8 @@ case "$R/" in "$src"/*) die "VOLT_CUDA_ROOT ($R) must not lie inside the reposit
 
 cuda_packages=(libtorch-cuda-dev nvidia-cuda-toolkit nvidia-cuda-dev libnccl-dev)
 build_packages=(g++ cmake ninja-build ccache pkgconf libyaml-cpp-dev nlohmann-json3-dev libgtest-dev libgmock-dev
-                libbenchmark-dev zlib1g-dev libpng-dev libcpp-httplib-dev libkainjow-mustache-dev node-prismjs)
+                libbenchmark-dev zlib1g-dev libpng-dev libjpeg62-turbo-dev libcpp-httplib-dev libkainjow-mustache-dev
+                node-prismjs)
 in_chroot=(/usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 "CCACHE_BASEDIR=$src"
            DEBIAN_FRONTEND=noninteractive)
 

@@ -21,7 +21,7 @@ done
 packages=(
   libtorch-dev libgloo-dev libopenblas0-openmp cmake ninja-build g++ ccache
   libyaml-cpp-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
-  zlib1g-dev libpng-dev libjpeg62-turbo-dev dataset-fashion-mnist git ca-certificates python3-numpy iproute2 python3-torch
+  zlib1g-dev libpng-dev libjpeg62-turbo-dev libjpeg-dev dataset-fashion-mnist git ca-certificates python3-numpy iproute2 python3-torch
   libcpp-httplib-dev pkgconf chromium chromium-driver node-prismjs
   libkainjow-mustache-dev fortunes python3-nbformat python3-nbconvert python3-ipykernel
   openmpi-bin slurm-wlm

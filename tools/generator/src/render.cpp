@@ -257,7 +257,8 @@ namespace {
 /// The Debian (and Ubuntu) packages that building Volt and a project needs, besides LibTorch: the notebook installs
 /// the missing ones. Volt's CMakeLists.txt (library and the volt command, without the web page) is what decides it.
 constexpr const char* kBuildPackages =
-    "cmake ninja-build g++ ccache libyaml-cpp-dev nlohmann-json3-dev zlib1g-dev libpng-dev libkainjow-mustache-dev";
+    "cmake ninja-build g++ ccache libyaml-cpp-dev nlohmann-json3-dev zlib1g-dev libpng-dev libjpeg-dev "
+    "libkainjow-mustache-dev";
 
 std::string base64(std::string_view bytes) {
   static constexpr char kDigits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
