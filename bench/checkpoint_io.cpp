@@ -6,9 +6,9 @@
 //            torch.save followed by os.fsync of the file;
 //   no fsync: Volt's save with its fsyncs off (set_fsync_for_benchmark, only here) against torch.save alone.
 // Loads: Volt's load_checkpoint (every record's CRC-32 checked) against torch.load (which checks none).
-// The ratios printed are Volt's throughput over PyTorch's (above 1: Volt is faster). Then the time a training loop is blocked by one save: TorchCheckpointIO
-// (the whole write) against AsyncCheckpointIO (the snapshot copy only), and how long the
-// background write takes to finish.
+// The ratios printed are Volt's throughput over PyTorch's (above 1: Volt is faster). Then the time a training loop is
+// blocked by one save: TorchCheckpointIO (the whole write) against AsyncCheckpointIO (the snapshot copy only), and how
+// long the background write takes to finish.
 //
 //   checkpoint_io [--tensors N] [--numel M] [--rounds R] [--dir D] [--python PATH] [--no-python]
 #include <unistd.h>
@@ -51,12 +51,18 @@ Args parse(int argc, char** argv) {
       if (i + 1 >= argc) throw volt::ConfigError(k + " needs a value");
       return argv[++i];
     };
-    if (k == "--tensors") a.tensors = std::stoll(next());
-    else if (k == "--numel") a.numel = std::stoll(next());
-    else if (k == "--rounds") a.rounds = std::stoll(next());
-    else if (k == "--dir") a.dir = next();
-    else if (k == "--python") a.python = next();
-    else if (k == "--no-python") a.with_python = false;
+    if (k == "--tensors")
+      a.tensors = std::stoll(next());
+    else if (k == "--numel")
+      a.numel = std::stoll(next());
+    else if (k == "--rounds")
+      a.rounds = std::stoll(next());
+    else if (k == "--dir")
+      a.dir = next();
+    else if (k == "--python")
+      a.python = next();
+    else if (k == "--no-python")
+      a.with_python = false;
     else if (k == "--help" || k == "-h") {
       std::cout << "checkpoint_io [--tensors N] [--numel M] [--rounds R] [--dir D] [--python PATH] [--no-python]\n";
       std::exit(0);
@@ -162,8 +168,9 @@ int main(int argc, char** argv) {
       }
       std::cout << "round " << r + 1 << "/" << a.rounds << ": volt save " << save.back() << " s (no fsync "
                 << save_nofsync.back() << " s), load " << load.back() << " s";
-      if (a.with_python) std::cout << "; torch.save " << py_save.back() << " s (+fsync " << py_save_fsync.back()
-                                   << " s), torch.load " << py_load.back() << " s";
+      if (a.with_python)
+        std::cout << "; torch.save " << py_save.back() << " s (+fsync " << py_save_fsync.back() << " s), torch.load "
+                  << py_load.back() << " s";
       std::cout << std::endl;
     }
     std::printf("\nmedians over %lld rounds (MB/s = %.0f MB / seconds)\n", static_cast<long long>(a.rounds), mb);

@@ -317,15 +317,17 @@ void dump_lbfgs_state(const optim::LBFGSParamState& s, size_t index, int64_t p, 
 
 /// The LBFGS state a file holds for its first parameter (`file_p`), checked: nullptr with `problems` added.
 std::unique_ptr<optim::LBFGSParamState> read_lbfgs_state(const Checkpoint& checkpoint, size_t index,
-                                                          const std::string& file_p, const json& entries,
-                                                          const at::Tensor& first, int64_t flat, int64_t history,
-                                                          const std::string& at, Problems& problems) {
+                                                         const std::string& file_p, const json& entries,
+                                                         const at::Tensor& first, int64_t flat, int64_t history,
+                                                         const std::string& at, Problems& problems) {
   const size_t before = problems.list.size();
   auto st = std::make_unique<optim::LBFGSParamState>();
   auto whole = [&](const char* key) -> int64_t {
     const json v = entries.is_object() && entries.contains(key) ? entries[key] : json();
     if (!v.is_number_integer() || v.get<int64_t>() < 0) {
-      problems.add(at + "." + key + (v.is_null() ? std::string(" is missing") : " is " + v.dump() + ", not a whole number of at least 0"));
+      problems.add(
+          at + "." + key +
+          (v.is_null() ? std::string(" is missing") : " is " + v.dump() + ", not a whole number of at least 0"));
       return 0;
     }
     return v.get<int64_t>();
@@ -338,7 +340,8 @@ std::unique_ptr<optim::LBFGSParamState> read_lbfgs_state(const Checkpoint& check
       v = t->second.item<double>();
     }
     if (!v.is_number() || !std::isfinite(v.get<double>())) {
-      problems.add(at + "." + key + (v.is_null() ? std::string(" is missing") : " is " + v.dump() + ", not a finite number"));
+      problems.add(at + "." + key +
+                   (v.is_null() ? std::string(" is missing") : " is " + v.dump() + ", not a finite number"));
       return 0;
     }
     return v.get<double>();
@@ -375,11 +378,14 @@ std::unique_ptr<optim::LBFGSParamState> read_lbfgs_state(const Checkpoint& check
                    std::to_string(history));
       return out;
     }
-    for (size_t k = 0; k < v.size(); ++k) out.push_back(tensor(std::string(name) + "." + std::to_string(k), scalar, !nones));
+    for (size_t k = 0; k < v.size(); ++k)
+      out.push_back(tensor(std::string(name) + "." + std::to_string(k), scalar, !nones));
     return out;
   };
   st->func_evals(whole("func_evals")).n_iter(whole("n_iter")).t(real("t")).prev_loss(real("prev_loss"));
-  st->d(tensor("d", false, true)).H_diag(tensor("H_diag", true, true)).prev_flat_grad(tensor("prev_flat_grad", false, true));
+  st->d(tensor("d", false, true))
+      .H_diag(tensor("H_diag", true, true))
+      .prev_flat_grad(tensor("prev_flat_grad", false, true));
   auto as_deque = [](std::vector<at::Tensor> v) { return std::deque<at::Tensor>(v.begin(), v.end()); };
   const auto dirs = list("old_dirs", false, false), stps = list("old_stps", false, false), ro = list("ro", true, false);
   if (dirs.size() != stps.size() || dirs.size() != ro.size()) {

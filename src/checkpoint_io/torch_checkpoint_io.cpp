@@ -259,7 +259,8 @@ void TorchCheckpointIO::save_archive(const Checkpoint& checkpoint, const std::st
         writer.writeRecord("byteorder", kLittle, sizeof(kLittle) - 1);
         for (size_t i = 0; i < storages.size(); ++i) {
           const at::Tensor& t = storages[i];
-          writer.writeRecord("data/" + std::to_string(i), t.data_ptr(), static_cast<size_t>(t.numel()) * t.element_size());
+          writer.writeRecord("data/" + std::to_string(i), t.data_ptr(),
+                             static_cast<size_t>(t.numel()) * t.element_size());
         }
         writer.writeEndOfFile();
       };
@@ -267,7 +268,9 @@ void TorchCheckpointIO::save_archive(const Checkpoint& checkpoint, const std::st
         // Below 4 GiB: Volt's writer (the same bytes, a fast CRC-32, no copy; zip_writer.h).
         struct Adapter {
           detail::ZipWriter zip;
-          void writeRecord(const std::string& name, const void* data, size_t size) { zip.write_record(name, data, size); }
+          void writeRecord(const std::string& name, const void* data, size_t size) {
+            zip.write_record(name, data, size);
+          }
           void writeEndOfFile() { zip.finish(); }
         } writer{detail::ZipWriter([&](const void* bytes, size_t size) { sink(bytes, size); })};
         records(writer);

@@ -113,7 +113,8 @@ Checkpoint CheckpointConnector::dump(const CheckpointParts& parts, bool weights_
       if (cfg.scheduler) {
         scheds.push_back(checkpoint_io::pytorch_scheduler_state(*cfg.scheduler));
       } else {
-        scheds.push_back({{"last_epoch", 0}, {"_step_count", 1}, {"verbose", false}, {"_get_lr_called_within_step", false}});
+        scheds.push_back(
+            {{"last_epoch", 0}, {"_step_count", 1}, {"verbose", false}, {"_get_lr_called_within_step", false}});
       }
     }
     meta["lr_schedulers"] = scheds;

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include <nlohmann/json.hpp>
 #include <torch/optim/optimizer.h>
+#include <nlohmann/json.hpp>
 
 #include "volt/core/error.h"
 
@@ -80,8 +80,7 @@ double MultiStepLR::lr_at(double base_lr, int64_t epoch) const {
   return base_lr * std::pow(gamma_, static_cast<double>(passed));
 }
 
-ExponentialLR::ExponentialLR(torch::optim::Optimizer& optimizer, double gamma)
-    : LRScheduler(optimizer), gamma_(gamma) {
+ExponentialLR::ExponentialLR(torch::optim::Optimizer& optimizer, double gamma) : LRScheduler(optimizer), gamma_(gamma) {
   apply();
 }
 nlohmann::json ExponentialLR::pytorch_settings() const {

@@ -168,8 +168,8 @@ TEST(OptimizerState, LBFGSHistoryOfAnotherLengthOrShapeIsRefused) {
   torch::optim::LBFGS fresh(other->parameters(), torch::optim::LBFGSOptions(0.25));
   const std::string msg = volt::testing::error_message<volt::CheckpointError>(
       [&] { volt::checkpoint_io::load_pytorch_optimizer_state(fresh, 0, c, "x.ckpt"); });
-  EXPECT_TRUE(volt::testing::mentions(msg, {"'x.ckpt'", "state[0].d is Float [5], not Float [4]",
-                                            "state[0].n_iter is -2", "Nothing was restored"}))
+  EXPECT_TRUE(volt::testing::mentions(
+      msg, {"'x.ckpt'", "state[0].d is Float [5], not Float [4]", "state[0].n_iter is -2", "Nothing was restored"}))
       << msg;
   EXPECT_TRUE(fresh.state().empty());
   EXPECT_EQ(fresh.param_groups()[0].options().get_lr(), 0.25);

@@ -2,10 +2,11 @@
 // Optimizers (optimizer_state.h): SGD with momentum, Adam, AdamW (amsgrad), RMSprop (centered, momentum) and
 // Adagrad state that Volt wrote after three steps is accepted by torch.optim's class of the same name
 // (load_state_dict), and one more step on the same batch gives the weights Volt's next step gives (within
-// 1e-6); LBFGS (its history under the first parameter, 4 iterations a step) within 1e-5. Schedulers (lightning_layout.h, pytorch_scheduler_state): every schedule Volt has, stepped a few times in two parameter groups and saved in a checkpoint's lr_schedulers, is loaded by
-// torch.optim.lr_scheduler's class of the same name (constructed with other settings, so the file's must
-// win), whose entries are exactly PyTorch's, whose get_last_lr is Volt's, and whose next steps set the rates
-// Volt's next steps set.
+// 1e-6); LBFGS (its history under the first parameter, 4 iterations a step) within 1e-5. Schedulers
+// (lightning_layout.h, pytorch_scheduler_state): every schedule Volt has, stepped a few times in two parameter groups
+// and saved in a checkpoint's lr_schedulers, is loaded by torch.optim.lr_scheduler's class of the same name
+// (constructed with other settings, so the file's must win), whose entries are exactly PyTorch's, whose get_last_lr is
+// Volt's, and whose next steps set the rates Volt's next steps set.
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -87,8 +88,8 @@ fs::path check_dir() {
 
 int run_script(const TempDir& dir, const char* script, const std::string& file) {
   std::ofstream(dir / "check.py") << script;
-  const std::string cmd = "VOLT_CHECK_DIR='" + check_dir().string() + "' " + std::string(kPython) + " " +
-                          (dir / "check.py") + " " + file;
+  const std::string cmd =
+      "VOLT_CHECK_DIR='" + check_dir().string() + "' " + std::string(kPython) + " " + (dir / "check.py") + " " + file;
   return std::system(cmd.c_str());
 }
 
@@ -130,12 +131,27 @@ TEST(OptimizerStatePython, TorchsOptimizerOfTheSameNameLoadsVoltsStateAndTakesTh
   if (!python_has_torch()) GTEST_SKIP() << kPython << " with torch (python3-torch) is not installed";
   namespace optim = torch::optim;
   const std::vector<std::pair<std::string, MakeOptimizer>> cases = {
-      {"SGD", [](auto p) { return std::make_shared<optim::SGD>(p, optim::SGDOptions(0.05).momentum(0.9).dampening(0.1).weight_decay(0.01)); }},
-      {"Adam", [](auto p) { return std::make_shared<optim::Adam>(p, optim::AdamOptions(0.01).betas({0.8, 0.99}).weight_decay(0.01)); }},
+      {"SGD",
+       [](auto p) {
+         return std::make_shared<optim::SGD>(p,
+                                             optim::SGDOptions(0.05).momentum(0.9).dampening(0.1).weight_decay(0.01));
+       }},
+      {"Adam",
+       [](auto p) {
+         return std::make_shared<optim::Adam>(p, optim::AdamOptions(0.01).betas({0.8, 0.99}).weight_decay(0.01));
+       }},
       {"AdamW", [](auto p) { return std::make_shared<optim::AdamW>(p, optim::AdamWOptions(0.01).amsgrad(true)); }},
-      {"RMSprop", [](auto p) { return std::make_shared<optim::RMSprop>(p, optim::RMSpropOptions(0.01).centered(true).momentum(0.5)); }},
-      {"Adagrad", [](auto p) { return std::make_shared<optim::Adagrad>(p, optim::AdagradOptions(0.1).lr_decay(0.01).initial_accumulator_value(0.1)); }},
-      {"LBFGS", [](auto p) { return std::make_shared<optim::LBFGS>(p, optim::LBFGSOptions(0.5).max_iter(4).history_size(3)); }},
+      {"RMSprop",
+       [](auto p) {
+         return std::make_shared<optim::RMSprop>(p, optim::RMSpropOptions(0.01).centered(true).momentum(0.5));
+       }},
+      {"Adagrad",
+       [](auto p) {
+         return std::make_shared<optim::Adagrad>(
+             p, optim::AdagradOptions(0.1).lr_decay(0.01).initial_accumulator_value(0.1));
+       }},
+      {"LBFGS",
+       [](auto p) { return std::make_shared<optim::LBFGS>(p, optim::LBFGSOptions(0.5).max_iter(4).history_size(3)); }},
   };
   volt::Checkpoint c;
   c.meta["names"] = nlohmann::json::array();
@@ -183,7 +199,10 @@ TEST(SchedulerStatePython, TorchsSchedulerOfTheSameNameLoadsVoltsStateAndSetsThe
   if (!python_has_torch()) GTEST_SKIP() << kPython << " with torch (python3-torch) is not installed";
   const std::vector<Case> cases = {
       {"StepLR", [](auto& o) { return std::make_shared<volt::StepLR>(o, 3, 0.5); }},
-      {"MultiStepLR", [](auto& o) { return std::make_shared<volt::MultiStepLR>(o, std::vector<int64_t>{2, 6, 6}, 0.5); }},
+      {"MultiStepLR",
+       [](auto& o) {
+         return std::make_shared<volt::MultiStepLR>(o, std::vector<int64_t>{2, 6, 6}, 0.5);
+       }},
       {"ExponentialLR", [](auto& o) { return std::make_shared<volt::ExponentialLR>(o, 0.9); }},
       {"CosineAnnealingLR", [](auto& o) { return std::make_shared<volt::CosineAnnealingLR>(o, 12, 0.001); }},
       {"LambdaLR",

@@ -349,7 +349,6 @@ class TreeReader {
   const std::string& name_;
 };
 
-
 Checkpoint read_format1(const PyValue& root, const std::string& name) {
   Checkpoint ckpt;
   ckpt.tensors = tensor_dict(*root.get("tensors"), name, "a 'tensors' entry");

@@ -13,8 +13,8 @@ namespace {
 
 constexpr size_t kLocalSize = 30, kCentralSize = 46, kDescriptorSize = 16;
 constexpr size_t kZip64EndSize = 56, kLocatorSize = 20, kEndSize = 22;
-constexpr size_t kAlignment = 64;        // PyTorch's kFieldAlignment
-constexpr uint16_t kFlags = 0x0808;      // data descriptor follows; UTF-8 names
+constexpr size_t kAlignment = 64;    // PyTorch's kFieldAlignment
+constexpr uint16_t kFlags = 0x0808;  // data descriptor follows; UTF-8 names
 constexpr uint16_t kUtf8 = 0x0800;
 constexpr uint64_t kLimit = 0xFFFFFFFF;  // past it, Zip64 fields (LibTorch's writer)
 
@@ -82,11 +82,11 @@ void ZipWriter::write_record(const std::string& name, const void* data, size_t s
   const uint16_t flags = size == 0 ? kUtf8 : kFlags;
   put16(header, 0);      // version needed
   put16(header, flags);  // sizes and CRC follow in the data descriptor (when there are bytes)
-  put16(header, 0);       // stored
-  put32(header, 0);       // time and date
-  put32(header, 0);       // CRC-32
-  put32(header, 0);       // compressed size
-  put32(header, 0);       // size
+  put16(header, 0);      // stored
+  put32(header, 0);      // time and date
+  put32(header, 0);      // CRC-32
+  put32(header, 0);      // compressed size
+  put32(header, 0);      // size
   put16(header, full.size());
   put16(header, 4 + pad);
   header += full;
