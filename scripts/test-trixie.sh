@@ -16,7 +16,8 @@ R=${R%/}
 packages=(libtorch-dev libgloo-dev g++ cmake make ninja-build libyaml-cpp-dev nlohmann-json3-dev
           libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev libpng-dev libjpeg62-turbo-dev ccache dataset-fashion-mnist
           libcpp-httplib-dev pkgconf libkainjow-mustache-dev python3 node-prismjs python3-torch
-          python3-pil python3-torchvision)
+          python3-pil python3-torchvision
+          python3-numpy python3-yaml python3-tqdm python3-fsspec python3-packaging python3-typing-extensions xz-utils)
 in_chroot=(/usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 "CCACHE_BASEDIR=$src"
            DEBIAN_FRONTEND=noninteractive)
 
@@ -104,6 +105,15 @@ fi
 mkdir -p "$R/proc" "$R$src"
 mount -t proc proc "$R/proc"
 mount --bind "$src" "$R$src"
+# Lightning 2.2.5 (../shared/oracle beside the checkout, tests/support/oracle.h) for the tests that compare
+# with it: bound read-only at its own path, as the repository is; unmounted with everything else on exit.
+oracle=$(cd "$src/.." && pwd)/shared/oracle
+if [ -f "$oracle/setup.sh" ]; then
+  mkdir -p "$R$oracle"
+  mount --bind "$oracle" "$R$oracle"
+  mount -o remount,bind,ro "$R$oracle" 2>/dev/null || true
+  say "oracle $oracle bound into the chroot"
+fi
 
 missing=$(chroot "$R" "${in_chroot[@]}" sh -c '
   for p in "$@"; do

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "volt/core/checkpoint.h"
+#include "volt/core/lr_scheduler.h"
 
 namespace volt::checkpoint_io {
 namespace {
@@ -185,6 +186,19 @@ json upgrade_v1_meta(const json& v1) {
   }
   out["volt"] = volt;
   return out;
+}
+
+json pytorch_scheduler_state(const LRScheduler& scheduler) {
+  json s = scheduler.pytorch_settings();
+  if (!s.is_object()) s = json::object();
+  const int64_t last = scheduler.last_epoch();
+  s["base_lrs"] = scheduler.base_lrs();
+  s["last_epoch"] = last;
+  s["verbose"] = false;
+  s["_step_count"] = last + 1;  // PyTorch counts the step its constructor takes
+  s["_get_lr_called_within_step"] = false;
+  s["_last_lr"] = scheduler.get_last_lr();
+  return s;
 }
 
 }  // namespace volt::checkpoint_io

@@ -1,6 +1,7 @@
 #include "volt/checkpoint_io/optimizer_state.h"
 
 #include <cmath>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -12,6 +13,7 @@
 #include <torch/optim/adagrad.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
+#include <torch/optim/lbfgs.h>
 #include <torch/optim/optimizer.h>
 #include <torch/optim/rmsprop.h>
 #include <torch/optim/sgd.h>
@@ -26,7 +28,7 @@ namespace {
 using json = nlohmann::json;
 namespace optim = torch::optim;
 
-enum class Kind { kSGD, kAdam, kAdamW, kRMSprop, kAdagrad, kOther };
+enum class Kind { kSGD, kAdam, kAdamW, kRMSprop, kAdagrad, kLBFGS, kOther };
 
 Kind kind_of(const optim::Optimizer& o) {
   if (dynamic_cast<const optim::SGD*>(&o)) return Kind::kSGD;
@@ -34,6 +36,7 @@ Kind kind_of(const optim::Optimizer& o) {
   if (dynamic_cast<const optim::Adam*>(&o)) return Kind::kAdam;
   if (dynamic_cast<const optim::RMSprop*>(&o)) return Kind::kRMSprop;
   if (dynamic_cast<const optim::Adagrad*>(&o)) return Kind::kAdagrad;
+  if (dynamic_cast<const optim::LBFGS*>(&o)) return Kind::kLBFGS;
   return Kind::kOther;
 }
 
@@ -110,6 +113,18 @@ json group_options(Kind kind, const optim::OptimizerOptions& options) {
               {"foreach", nullptr},
               {"maximize", false}};
     }
+    case Kind::kLBFGS: {
+      const auto& o = static_cast<const optim::LBFGSOptions&>(options);
+      json search = nullptr;
+      if (o.line_search_fn()) search = *o.line_search_fn();
+      return {{"lr", o.lr()},
+              {"max_iter", o.max_iter()},
+              {"max_eval", o.max_eval() ? *o.max_eval() : o.max_iter() * 5 / 4},
+              {"tolerance_grad", o.tolerance_grad()},
+              {"tolerance_change", o.tolerance_change()},
+              {"history_size", o.history_size()},
+              {"line_search_fn", search}};
+    }
     case Kind::kOther:
       break;
   }
@@ -154,7 +169,8 @@ std::function<void()> set_options(Kind kind, optim::OptimizerOptions& options, c
       {Kind::kAdam, {"betas", "eps", "amsgrad"}},
       {Kind::kAdamW, {"betas", "eps", "amsgrad"}},
       {Kind::kRMSprop, {"alpha", "centered"}},
-      {Kind::kAdagrad, {"lr_decay", "initial_accumulator_value"}}};
+      {Kind::kAdagrad, {"lr_decay", "initial_accumulator_value"}},
+      {Kind::kLBFGS, {"max_iter", "history_size", "tolerance_grad", "tolerance_change"}}};
   std::string lacking;
   for (const char* key : kOwnOptions.at(kind)) {
     if (!g.contains(key)) lacking += std::string(lacking.empty() ? "" : ", ") + "'" + key + "'";
@@ -227,10 +243,164 @@ std::function<void()> set_options(Kind kind, optim::OptimizerOptions& options, c
         o.lr(lr).lr_decay(decay).eps(eps).weight_decay(wd).initial_accumulator_value(init);
       };
     }
+    case Kind::kLBFGS: {
+      auto& o = static_cast<optim::LBFGSOptions&>(options);
+      auto count = [&](const char* key, int64_t fallback) {
+        const double v = number(g, key, static_cast<double>(fallback), where, problems);
+        if (!(v >= 1) || v != std::floor(v) || v > 9.0e15) {
+          problems.add(where + "." + key + " is " + std::to_string(v) + ", not a whole number of at least 1");
+          return fallback;
+        }
+        return static_cast<int64_t>(v);
+      };
+      const int64_t max_iter = count("max_iter", o.max_iter());
+      const int64_t max_eval = count("max_eval", o.max_eval() ? *o.max_eval() : max_iter * 5 / 4);
+      const int64_t history = count("history_size", o.history_size());
+      const double tg = number(g, "tolerance_grad", o.tolerance_grad(), where, problems);
+      const double tc = number(g, "tolerance_change", o.tolerance_change(), where, problems);
+      c10::optional<std::string> search = o.line_search_fn();
+      if (g.contains("line_search_fn")) {
+        const json& f = g["line_search_fn"];
+        if (f.is_null()) {
+          search = c10::nullopt;
+        } else if (f == "strong_wolfe") {
+          search = std::string("strong_wolfe");
+        } else {
+          problems.add(where + ".line_search_fn is " + f.dump(-1, ' ', false, json::error_handler_t::replace) +
+                       ", not None or 'strong_wolfe' (the line searches LBFGS has)");
+        }
+      }
+      return [&o, lr, max_iter, max_eval, history, tg, tc, search] {
+        o.lr(lr).max_iter(max_iter).max_eval(max_eval).history_size(history).tolerance_grad(tg).tolerance_change(tc);
+        o.line_search_fn(search);
+      };
+    }
     case Kind::kOther:
       break;
   }
   return [] {};
+}
+
+int64_t numel_of(const std::vector<optim::OptimizerParamGroup>& groups) {
+  int64_t n = 0;
+  for (const auto& g : groups) {
+    for (const auto& p : g.params()) n += p.numel();
+  }
+  return n;
+}
+
+/// LBFGS keeps one state for all parameters, under the first (PyTorch: state[<first index>]), over the
+/// parameters flattened into one vector: d, prev_flat_grad and the history old_dirs / old_stps of that
+/// length, ro, al (history_size entries, None until used) and H_diag scalars, func_evals, n_iter, t, prev_loss.
+void dump_lbfgs_state(const optim::LBFGSParamState& s, size_t index, int64_t p, json& entries, Checkpoint& checkpoint) {
+  auto put = [&](const std::string& name, const at::Tensor& t) {
+    if (t.defined()) checkpoint.tensors[tensor_key(index, p, name)] = t;
+  };
+  entries["func_evals"] = s.func_evals();
+  entries["n_iter"] = s.n_iter();
+  entries["t"] = s.t();
+  entries["prev_loss"] = s.prev_loss();
+  put("d", s.d());
+  put("H_diag", s.H_diag());
+  put("prev_flat_grad", s.prev_flat_grad());
+  auto list = [&](const char* name, const auto& tensors) {
+    // The list's length in the metadata (None where a tensor is undefined); its tensors as "<name>.<k>".
+    entries[name] = json::array_t(tensors.size(), nullptr);
+    size_t k = 0;
+    for (const auto& t : tensors) put(std::string(name) + "." + std::to_string(k++), t);
+  };
+  list("old_dirs", s.old_dirs());
+  list("old_stps", s.old_stps());
+  list("ro", s.ro());
+  if (s.al()) list("al", *s.al());
+}
+
+/// The LBFGS state a file holds for its first parameter (`file_p`), checked: nullptr with `problems` added.
+std::unique_ptr<optim::LBFGSParamState> read_lbfgs_state(const Checkpoint& checkpoint, size_t index,
+                                                         const std::string& file_p, const json& entries,
+                                                         const at::Tensor& first, int64_t flat, int64_t history,
+                                                         const std::string& at, Problems& problems) {
+  const size_t before = problems.list.size();
+  auto st = std::make_unique<optim::LBFGSParamState>();
+  auto whole = [&](const char* key) -> int64_t {
+    const json v = entries.is_object() && entries.contains(key) ? entries[key] : json();
+    if (!v.is_number_integer() || v.get<int64_t>() < 0) {
+      problems.add(
+          at + "." + key +
+          (v.is_null() ? std::string(" is missing") : " is " + v.dump() + ", not a whole number of at least 0"));
+      return 0;
+    }
+    return v.get<int64_t>();
+  };
+  auto real = [&](const char* key) -> double {
+    json v = entries.is_object() && entries.contains(key) ? entries[key] : json();
+    // PyTorch may keep it as a one-element tensor (t computed from a gradient).
+    const auto t = checkpoint.tensors.find(tensor_key(index, std::stoll(file_p), key));
+    if (v.is_null() && t != checkpoint.tensors.end() && t->second.numel() == 1 && t->second.is_floating_point()) {
+      v = t->second.item<double>();
+    }
+    if (!v.is_number() || !std::isfinite(v.get<double>())) {
+      problems.add(at + "." + key +
+                   (v.is_null() ? std::string(" is missing") : " is " + v.dump() + ", not a finite number"));
+      return 0;
+    }
+    return v.get<double>();
+  };
+  const std::vector<int64_t> vector_shape{flat};
+  auto tensor = [&](const std::string& name, bool scalar, bool required) -> at::Tensor {
+    const auto it = checkpoint.tensors.find(tensor_key(index, std::stoll(file_p), name));
+    if (it == checkpoint.tensors.end()) {
+      if (required) problems.add(at + "." + name + " is missing");
+      return {};
+    }
+    const at::Tensor& t = it->second;
+    const bool shape_ok = scalar ? t.numel() == 1 : t.sizes() == c10::IntArrayRef(vector_shape);
+    if (!shape_ok || t.scalar_type() != first.scalar_type()) {
+      std::ostringstream msg;
+      msg << at << "." << name << " is " << c10::toString(t.scalar_type()) << " " << t.sizes() << ", not "
+          << c10::toString(first.scalar_type()) << " "
+          << (scalar ? std::string("[] (one value)") : "[" + std::to_string(flat) + "] (the parameters' elements)");
+      problems.add(msg.str());
+      return {};
+    }
+    at::Tensor c = t.to(first.device(), /*non_blocking=*/false, /*copy=*/true);
+    return scalar ? c.reshape({}) : c;
+  };
+  auto list = [&](const char* name, bool scalar, bool nones) {
+    std::vector<at::Tensor> out;
+    const json v = entries.is_object() && entries.contains(name) ? entries[name] : json();
+    if (!v.is_array()) {
+      problems.add(at + "." + name + (v.is_null() ? std::string(" is missing") : " is not a list"));
+      return out;
+    }
+    if (static_cast<int64_t>(v.size()) > history) {
+      problems.add(at + "." + name + " has " + std::to_string(v.size()) + " entries, more than history_size " +
+                   std::to_string(history));
+      return out;
+    }
+    for (size_t k = 0; k < v.size(); ++k)
+      out.push_back(tensor(std::string(name) + "." + std::to_string(k), scalar, !nones));
+    return out;
+  };
+  st->func_evals(whole("func_evals")).n_iter(whole("n_iter")).t(real("t")).prev_loss(real("prev_loss"));
+  st->d(tensor("d", false, true))
+      .H_diag(tensor("H_diag", true, true))
+      .prev_flat_grad(tensor("prev_flat_grad", false, true));
+  auto as_deque = [](std::vector<at::Tensor> v) { return std::deque<at::Tensor>(v.begin(), v.end()); };
+  const auto dirs = list("old_dirs", false, false), stps = list("old_stps", false, false), ro = list("ro", true, false);
+  if (dirs.size() != stps.size() || dirs.size() != ro.size()) {
+    problems.add(at + " has " + std::to_string(dirs.size()) + " old_dirs, " + std::to_string(stps.size()) +
+                 " old_stps and " + std::to_string(ro.size()) + " ro: a history holds as many of each");
+  }
+  st->old_dirs(as_deque(dirs)).old_stps(as_deque(stps)).ro(as_deque(ro));
+  if (entries.is_object() && entries.contains("al")) {
+    auto al = list("al", true, true);
+    // LibTorch indexes al over history_size entries, as PyTorch keeps it.
+    if (static_cast<int64_t>(al.size()) < history) al.resize(static_cast<size_t>(history));
+    st->al(al);
+  }
+  if (problems.list.size() != before) return nullptr;
+  return st;
 }
 
 }  // namespace
@@ -248,6 +418,16 @@ bool dump_pytorch_optimizer_state(const optim::Optimizer& optimizer, size_t inde
     for (const auto& param : group.params()) {
       params.push_back(p);
       const auto it = opt.state().find(state_key<StateMap>(param));
+      if (kind == Kind::kLBFGS) {
+        // One state, under the first parameter (LibTorch keys it there too).
+        if (p == 0 && it != opt.state().end()) {
+          json entries = json::object();
+          dump_lbfgs_state(static_cast<const optim::LBFGSParamState&>(*it->second), index, p, entries, checkpoint);
+          state[std::to_string(p)] = entries;
+        }
+        ++p;
+        continue;
+      }
       if (it != opt.state().end()) {
         json entries = json::object();
         auto put = [&](const char* name, const at::Tensor& t) {
@@ -288,6 +468,7 @@ bool dump_pytorch_optimizer_state(const optim::Optimizer& optimizer, size_t inde
             put("sum", a->sum());
             break;
           }
+          case Kind::kLBFGS:
           case Kind::kOther:
             break;
         }
@@ -319,7 +500,8 @@ void load_pytorch_optimizer_state(optim::Optimizer& optimizer, size_t index, con
   const std::string file = "checkpoint " + quote_path(path);
   if (kind == Kind::kOther) {
     throw CheckpointError(file + " holds " + label +
-                          " in PyTorch's layout, which Volt restores into SGD, Adam, AdamW, RMSprop and Adagrad; "
+                          " in PyTorch's layout, which Volt restores into SGD, Adam, AdamW, RMSprop, Adagrad and "
+                          "LBFGS; "
                           "this optimizer is none of them. Resume with the optimizer that wrote it.");
   }
   const json& entry = checkpoint.meta["optimizer_states"][index];
@@ -395,6 +577,19 @@ void load_pytorch_optimizer_state(optim::Optimizer& optimizer, size_t index, con
                              checkpoint.tensors.count(tensor_key(index, std::stoll(file_p), "step")) ||
                              checkpoint.tensors.count(tensor_key(index, std::stoll(file_p), "momentum_buffer"));
       ++p;
+      if (kind == Kind::kLBFGS) {
+        // One state for all parameters, under the first; the others have none.
+        if (gi == 0 && k == 0 && state.contains(file_p)) {
+          const auto& o = static_cast<const optim::LBFGSOptions&>(own_groups[gi].options());
+          const double h = g.contains("history_size") && g["history_size"].is_number()
+                               ? g["history_size"].get<double>()
+                               : static_cast<double>(o.history_size());
+          auto st = read_lbfgs_state(checkpoint, index, file_p, state[file_p], param, numel_of(own_groups),
+                                     h >= 1 && h < 9.0e15 ? static_cast<int64_t>(h) : o.history_size(), at, problems);
+          if (st) states.emplace_back(param, std::move(st));
+        }
+        continue;
+      }
       if (!has_state) continue;  // a parameter that has not stepped yet
       std::unique_ptr<optim::OptimizerParamState> s;
       switch (kind) {
@@ -437,6 +632,7 @@ void load_pytorch_optimizer_state(optim::Optimizer& optimizer, size_t index, con
           s = std::move(st);
           break;
         }
+        case Kind::kLBFGS:
         case Kind::kOther:
           break;
       }

@@ -109,16 +109,13 @@ Checkpoint CheckpointConnector::dump(const CheckpointParts& parts, bool weights_
     if (!meta.contains("optimizer_states")) meta["optimizer_states"] = nlohmann::json::array();
     auto scheds = nlohmann::json::array();
     for (const auto& cfg : parts.lr_schedulers) {
-      // PyTorch's scheduler state_dict entries that every schedule has (Lightning updates the scheduler's
-      // attributes from them; a schedule's own settings stay those of the scheduler it constructs).
-      const int64_t last = cfg.scheduler ? cfg.scheduler->last_epoch() : 0;
-      nlohmann::json s = {
-          {"last_epoch", last}, {"_step_count", last + 1}, {"verbose", false}, {"_get_lr_called_within_step", false}};
+      // What PyTorch's scheduler of the same name holds (torch.optim.lr_scheduler's class loads it).
       if (cfg.scheduler) {
-        s["base_lrs"] = cfg.scheduler->base_lrs();
-        s["_last_lr"] = cfg.scheduler->get_last_lr();
+        scheds.push_back(checkpoint_io::pytorch_scheduler_state(*cfg.scheduler));
+      } else {
+        scheds.push_back(
+            {{"last_epoch", 0}, {"_step_count", 1}, {"verbose", false}, {"_get_lr_called_within_step", false}});
       }
-      scheds.push_back(s);
     }
     meta["lr_schedulers"] = scheds;
     const auto precision_state = strategy_.precision().state_dict();

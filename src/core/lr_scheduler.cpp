@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include <torch/optim/optimizer.h>
+#include <nlohmann/json.hpp>
 
 #include "volt/core/error.h"
 
@@ -33,6 +34,10 @@ std::vector<double> LRScheduler::get_last_lr() const {
   return out;
 }
 
+nlohmann::json LRScheduler::pytorch_settings() const {
+  return nlohmann::json::object();
+}
+
 void LRScheduler::apply() {
   auto& groups = optimizer_.param_groups();
   for (size_t i = 0; i < groups.size() && i < base_lrs_.size(); ++i) {
@@ -47,6 +52,9 @@ StepLR::StepLR(torch::optim::Optimizer& optimizer, int64_t step_size, double gam
   }
   apply();
 }
+nlohmann::json StepLR::pytorch_settings() const {
+  return {{"step_size", step_size_}, {"gamma", gamma_}};
+}
 double StepLR::lr_at(double base_lr, int64_t epoch) const {
   return base_lr * std::pow(gamma_, static_cast<double>(epoch / step_size_));
 }
@@ -58,14 +66,25 @@ MultiStepLR::MultiStepLR(torch::optim::Optimizer& optimizer, std::vector<int64_t
   }
   apply();
 }
+nlohmann::json MultiStepLR::pytorch_settings() const {
+  // PyTorch keeps a Counter: milestone -> how often it is listed (each listing multiplies by gamma once more).
+  nlohmann::json counts = nlohmann::json::object();
+  for (const int64_t m : milestones_) {
+    auto& n = counts[std::to_string(m)];
+    n = n.is_null() ? 1 : n.get<int64_t>() + 1;
+  }
+  return {{"milestones", counts}, {"gamma", gamma_}};
+}
 double MultiStepLR::lr_at(double base_lr, int64_t epoch) const {
   auto passed = std::upper_bound(milestones_.begin(), milestones_.end(), epoch) - milestones_.begin();
   return base_lr * std::pow(gamma_, static_cast<double>(passed));
 }
 
-ExponentialLR::ExponentialLR(torch::optim::Optimizer& optimizer, double gamma)
-    : LRScheduler(optimizer), gamma_(gamma) {
+ExponentialLR::ExponentialLR(torch::optim::Optimizer& optimizer, double gamma) : LRScheduler(optimizer), gamma_(gamma) {
   apply();
+}
+nlohmann::json ExponentialLR::pytorch_settings() const {
+  return {{"gamma", gamma_}};
 }
 double ExponentialLR::lr_at(double base_lr, int64_t epoch) const {
   return base_lr * std::pow(gamma_, static_cast<double>(epoch));
@@ -78,6 +97,9 @@ CosineAnnealingLR::CosineAnnealingLR(torch::optim::Optimizer& optimizer, int64_t
   }
   apply();
 }
+nlohmann::json CosineAnnealingLR::pytorch_settings() const {
+  return {{"T_max", t_max_}, {"eta_min", eta_min_}};
+}
 double CosineAnnealingLR::lr_at(double base_lr, int64_t epoch) const {
   const double t = static_cast<double>(std::min(epoch, t_max_));
   return eta_min_ + (base_lr - eta_min_) * (1.0 + std::cos(M_PI * t / static_cast<double>(t_max_))) / 2.0;
@@ -87,6 +109,10 @@ LambdaLR::LambdaLR(torch::optim::Optimizer& optimizer, std::function<double(int6
     : LRScheduler(optimizer), factor_(std::move(factor)) {
   if (!factor_) throw ConfigError("LambdaLR needs a factor function; none was given.");
   apply();
+}
+nlohmann::json LambdaLR::pytorch_settings() const {
+  // PyTorch writes a function's state only for callable objects, None for a function.
+  return {{"lr_lambdas", nlohmann::json::array_t(base_lrs().size(), nullptr)}};
 }
 double LambdaLR::lr_at(double base_lr, int64_t epoch) const {
   return base_lr * factor_(epoch);

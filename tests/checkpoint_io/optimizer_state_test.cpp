@@ -1,5 +1,6 @@
 // Optimizer state in PyTorch's layout (include/volt/checkpoint_io/optimizer_state.h), through a checkpoint
-// file: every optimizer LibTorch has but LBFGS continues bitwise after a save and restore; a file whose state
+// file: every optimizer LibTorch has continues bitwise after a save and restore (LBFGS with its history,
+// under the first parameter as PyTorch keys it); a file whose state
 // does not fit is refused with every problem listed and the optimizer unchanged. And Volt's format 1
 // ({"tensors", "blobs", "meta"}, LibTorch's pickler) still reads, converted to the layout.
 #include <fstream>
@@ -20,6 +21,7 @@
 #include <torch/optim/adagrad.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
+#include <torch/optim/lbfgs.h>
 #include <torch/optim/rmsprop.h>
 #include <torch/optim/sgd.h>
 
@@ -98,6 +100,80 @@ INSTANTIATE_TEST_SUITE_P(
                                            p, torch::optim::AdagradOptions(0.1));
                                      }))),
     [](const auto& info) { return std::string(info.param.first); });
+
+void lbfgs_steps(torch::nn::Linear& net, torch::optim::LBFGS& opt, int n, int64_t seed) {
+  at::manual_seed(seed);
+  for (int i = 0; i < n; ++i) {
+    const at::Tensor x = at::randn({8, 3});
+    opt.step([&] {
+      opt.zero_grad();
+      at::Tensor loss = at::mse_loss(net->forward(x), x.sum(1, true));
+      loss.backward();
+      return loss;
+    });
+  }
+}
+
+TEST(OptimizerState, LBFGSContinuesBitwiseFromItsHistoryInPyTorchsNames) {
+  TempDir dir;
+  at::manual_seed(1);
+  torch::nn::Linear a(3, 1);
+  // history_size 3 over 2 steps of 4 iterations: the history is full and has dropped entries.
+  const auto options = torch::optim::LBFGSOptions(0.5).max_iter(4).history_size(3);
+  torch::optim::LBFGS opt_a(a->parameters(), options);
+  lbfgs_steps(a, opt_a, 2, 10);
+  Checkpoint c;
+  ASSERT_TRUE(volt::checkpoint_io::dump_pytorch_optimizer_state(opt_a, 0, c));
+  // PyTorch's names, all under parameter 0.
+  const auto& entry = c.meta["optimizer_states"][0]["state"]["0"];
+  for (const char* k : {"func_evals", "n_iter", "t", "prev_loss"}) EXPECT_TRUE(entry.contains(k)) << k;
+  EXPECT_EQ(entry["old_dirs"].size(), 3u);
+  for (const char* k : {"d", "H_diag", "prev_flat_grad", "old_dirs.0", "old_stps.2", "ro.1", "al.0"}) {
+    EXPECT_EQ(c.tensors.count(std::string("optimizer_states.0.state.0.") + k), 1u) << k;
+  }
+  EXPECT_FALSE(c.meta["optimizer_states"][0]["state"].contains("1"));
+  EXPECT_EQ(c.meta["optimizer_states"][0]["param_groups"][0]["history_size"], 3);
+  TorchCheckpointIO io;
+  io.save_checkpoint(c, dir / "l.ckpt");
+  const Checkpoint back = io.load_checkpoint(dir / "l.ckpt");
+  EXPECT_TRUE(back.tensors.at("optimizer_states.0.state.0.old_dirs.1")
+                  .equal(c.tensors.at("optimizer_states.0.state.0.old_dirs.1")));
+
+  torch::nn::Linear b(3, 1);
+  {
+    at::NoGradGuard g;
+    b->weight.copy_(a->weight);
+    b->bias.copy_(a->bias);
+  }
+  torch::optim::LBFGS opt_b(b->parameters(), torch::optim::LBFGSOptions(0.1));
+  volt::checkpoint_io::load_pytorch_optimizer_state(opt_b, 0, back, dir / "l.ckpt");
+  const auto& restored = static_cast<const torch::optim::LBFGSOptions&>(opt_b.param_groups()[0].options());
+  EXPECT_EQ(restored.history_size(), 3);
+  EXPECT_EQ(restored.lr(), 0.5);
+  lbfgs_steps(a, opt_a, 2, 20);
+  lbfgs_steps(b, opt_b, 2, 20);
+  EXPECT_TRUE(a->weight.equal(b->weight));
+  EXPECT_TRUE(a->bias.equal(b->bias));
+}
+
+TEST(OptimizerState, LBFGSHistoryOfAnotherLengthOrShapeIsRefused) {
+  torch::nn::Linear net(3, 1);
+  torch::optim::LBFGS opt(net->parameters(), torch::optim::LBFGSOptions(0.5).max_iter(4).history_size(3));
+  lbfgs_steps(net, opt, 1, 3);
+  Checkpoint c;
+  ASSERT_TRUE(volt::checkpoint_io::dump_pytorch_optimizer_state(opt, 0, c));
+  c.tensors["optimizer_states.0.state.0.d"] = at::zeros({5});
+  c.meta["optimizer_states"][0]["state"]["0"]["n_iter"] = -2;
+  torch::nn::Linear other(3, 1);
+  torch::optim::LBFGS fresh(other->parameters(), torch::optim::LBFGSOptions(0.25));
+  const std::string msg = volt::testing::error_message<volt::CheckpointError>(
+      [&] { volt::checkpoint_io::load_pytorch_optimizer_state(fresh, 0, c, "x.ckpt"); });
+  EXPECT_TRUE(volt::testing::mentions(
+      msg, {"'x.ckpt'", "state[0].d is Float [5], not Float [4]", "state[0].n_iter is -2", "Nothing was restored"}))
+      << msg;
+  EXPECT_TRUE(fresh.state().empty());
+  EXPECT_EQ(fresh.param_groups()[0].options().get_lr(), 0.25);
+}
 
 TEST(OptimizerState, UsesPyTorchsNamesAndParameterIndices) {
   torch::nn::Linear net(3, 1);

@@ -6,6 +6,10 @@
 
 #include <nlohmann/json.hpp>
 
+namespace volt {
+class LRScheduler;
+}
+
 namespace volt::checkpoint_io {
 
 /// The Lightning release whose checkpoint layout Volt writes ("pytorch-lightning_version").
@@ -38,6 +42,11 @@ LoopProgress progress_from_lightning(const nlohmann::json& meta);
 /// Lightning's key for the precision plug-in's state: "MixedPrecision" for 16-mixed and bf16-mixed,
 /// "DoublePrecision", "HalfPrecision", "Precision" for the others.
 std::string lightning_precision_key(const std::string& precision);
+
+/// The `lr_schedulers` entry of `scheduler`: what PyTorch's scheduler of the same name returns from
+/// state_dict() (its settings under PyTorch's names, then base_lrs, last_epoch, verbose, _step_count,
+/// _get_lr_called_within_step, _last_lr), so that torch.optim.lr_scheduler's class loads it.
+nlohmann::json pytorch_scheduler_state(const LRScheduler& scheduler);
 
 /// Volt's format 1 metadata (its top-level epoch, loops, lr_schedulers, precision, callbacks, versions) in
 /// the layout of format 2: Lightning's keys, and Volt's own under "volt". Keys it does not know (a module's

@@ -17,7 +17,10 @@ namespace volt::checkpoint_io {
 /// parameters over all groups, as PyTorch does). SGD (momentum_buffer), Adam and AdamW (step, exp_avg,
 /// exp_avg_sq, max_exp_avg_sq with amsgrad), RMSprop (step, square_avg, momentum_buffer, grad_avg) and
 /// Adagrad (step, sum); `step` is a float32 scalar tensor as PyTorch keeps it (an integer for RMSprop, as
-/// PyTorch 1.13). Returns false and writes nothing for another optimizer (LBFGS, a user's own).
+/// PyTorch 1.13). LBFGS: one state under the first parameter (func_evals, n_iter, t, prev_loss in the
+/// metadata; d, H_diag, prev_flat_grad, and the lists old_dirs, old_stps, ro, al as
+/// "<name>.<k>" tensors, the lists' lengths in the metadata). Returns false and writes nothing for another
+/// optimizer (a user's own).
 bool dump_pytorch_optimizer_state(const torch::optim::Optimizer& optimizer, size_t index, Checkpoint& checkpoint);
 
 /// Whether `checkpoint` holds optimizer `index` in that layout.

@@ -45,4 +45,10 @@ using BeforeRenameHook = void (*)(const std::string& temp_path, const std::strin
 /// production use: every atomic write in the process calls it.
 BeforeRenameHook set_before_rename_hook(BeforeRenameHook hook);
 
+/// For bench/checkpoint_io only, to time a save the way torch.save writes (which never fsyncs): false makes
+/// every atomic write in the process skip its fsyncs (the temporary file and rename stay). A power loss may
+/// then leave a checkpoint empty or partial, so nothing but that benchmark turns it off; the default is
+/// true. Returns the previous setting.
+bool set_fsync_for_benchmark(bool on);
+
 }  // namespace volt::checkpoint_io

@@ -3,6 +3,8 @@
 #include <functional>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 namespace torch::optim {
 class Optimizer;
 }
@@ -28,6 +30,10 @@ class LRScheduler {
   const std::vector<double>& base_lrs() const { return base_lrs_; }
   /// The optimizer whose rates it sets.
   torch::optim::Optimizer& optimizer() const { return optimizer_; }
+  /// The schedule's own settings under the names PyTorch's scheduler of the same name keeps in its
+  /// state_dict() (StepLR: step_size, gamma); an empty object for a schedule PyTorch has no class for.
+  /// Checkpoints write them beside the counters (docs/checkpoints.md).
+  virtual nlohmann::json pytorch_settings() const;
 
  protected:
   /// The rate of a group whose base rate is `base_lr`, after `epoch` steps.
@@ -46,6 +52,7 @@ class LRScheduler {
 class StepLR : public LRScheduler {
  public:
   StepLR(torch::optim::Optimizer& optimizer, int64_t step_size, double gamma = 0.1);
+  nlohmann::json pytorch_settings() const override;
 
  protected:
   double lr_at(double base_lr, int64_t epoch) const override;
@@ -60,6 +67,7 @@ class MultiStepLR : public LRScheduler {
  public:
   MultiStepLR(torch::optim::Optimizer& optimizer, std::vector<int64_t> milestones,
               double gamma = 0.1);
+  nlohmann::json pytorch_settings() const override;
 
  protected:
   double lr_at(double base_lr, int64_t epoch) const override;
@@ -73,6 +81,7 @@ class MultiStepLR : public LRScheduler {
 class ExponentialLR : public LRScheduler {
  public:
   ExponentialLR(torch::optim::Optimizer& optimizer, double gamma);
+  nlohmann::json pytorch_settings() const override;
 
  protected:
   double lr_at(double base_lr, int64_t epoch) const override;
@@ -85,6 +94,7 @@ class ExponentialLR : public LRScheduler {
 class CosineAnnealingLR : public LRScheduler {
  public:
   CosineAnnealingLR(torch::optim::Optimizer& optimizer, int64_t t_max, double eta_min = 0.0);
+  nlohmann::json pytorch_settings() const override;
 
  protected:
   double lr_at(double base_lr, int64_t epoch) const override;
@@ -98,6 +108,7 @@ class CosineAnnealingLR : public LRScheduler {
 class LambdaLR : public LRScheduler {
  public:
   LambdaLR(torch::optim::Optimizer& optimizer, std::function<double(int64_t)> factor);
+  nlohmann::json pytorch_settings() const override;
 
  protected:
   double lr_at(double base_lr, int64_t epoch) const override;

@@ -127,6 +127,20 @@ void pytorch_optimizer_types(PyValue& optimizer_states) {
   }
 }
 
+/// PyTorch's types inside lr_schedulers: MultiStepLR's milestones (a Counter there) keyed by integers.
+void pytorch_scheduler_types(PyValue& lr_schedulers) {
+  if (lr_schedulers.kind != Kind::kList) return;
+  for (auto& sched : lr_schedulers.items) {
+    if (sched->kind != Kind::kDict) continue;
+    if (auto milestones = sched->get("milestones"); milestones && milestones->kind == Kind::kDict) {
+      for (auto& [k, v] : milestones->dict) {
+        if (k->kind != Kind::kString) continue;
+        if (const auto i = index_of(k->s)) k = integer(*i);
+      }
+    }
+  }
+}
+
 /// Where an "optimizer_states.<i>.state.<p>.<name>" tensor goes, or nullptr when `key` is not one or the
 /// metadata has no optimizer i.
 PyValuePtr optimizer_slot(const PyValue& root, const std::string& key, std::string& field) {
@@ -168,6 +182,7 @@ PyValuePtr checkpoint_to_tree(const Checkpoint& checkpoint) {
   }
   auto root = meta.is_object() ? from_json(meta) : make(Kind::kDict);
   if (auto opts = root->get("optimizer_states")) pytorch_optimizer_types(*opts);
+  if (auto scheds = root->get("lr_schedulers")) pytorch_scheduler_types(*scheds);
   auto state_dict = make(Kind::kDict);
   state_dict->b = true;  // an OrderedDict, as nn.Module.state_dict() returns
   auto extra = make(Kind::kDict);
@@ -178,9 +193,22 @@ PyValuePtr checkpoint_to_tree(const Checkpoint& checkpoint) {
     }
     std::string field;
     if (auto slot = optimizer_slot(*root, key, field)) {
+      // "<name>.<k>": item k of the list <name> (LBFGS's history), which the metadata sized (None elsewhere).
+      std::optional<int64_t> item;
+      if (const auto dot = field.rfind('.'); dot != std::string::npos) {
+        item = index_of(field.substr(dot + 1));
+        if (item) field = field.substr(0, dot);
+      }
       child(*slot, str(field));  // replaces nothing: the slot is fresh or holds the non-tensor entries
       for (auto& [k, v] : slot->dict) {
-        if (k->kind == Kind::kString && k->s == field) v = tensor(t);
+        if (k->kind != Kind::kString || k->s != field) continue;
+        if (!item) {
+          v = tensor(t);
+          continue;
+        }
+        if (v->kind != Kind::kList) v = make(Kind::kList);
+        while (v->items.size() <= static_cast<size_t>(*item)) v->items.push_back(make(Kind::kNone));
+        v->items[static_cast<size_t>(*item)] = tensor(t);
       }
       continue;
     }
@@ -303,7 +331,8 @@ class TreeReader {
 
  private:
   std::optional<json> place_tensor(const at::Tensor& t, const std::vector<std::string>& path) {
-    const bool optimizer_state = path.size() == 5 && path[0] == "optimizer_states" && path[2] == "state";
+    // Optimizer state stays tensors, also in lists (LBFGS's history, of one-element tensors among others).
+    const bool optimizer_state = path.size() >= 5 && path[0] == "optimizer_states" && path[2] == "state";
     if (!optimizer_state && t.dim() == 0 && t.numel() == 1) {
       // A callback's score and the like: its number.
       if (t.is_floating_point()) return json(t.item<double>());
@@ -319,7 +348,6 @@ class TreeReader {
   Checkpoint& out_;
   const std::string& name_;
 };
-
 
 Checkpoint read_format1(const PyValue& root, const std::string& name) {
   Checkpoint ckpt;
