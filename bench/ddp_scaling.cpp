@@ -6,11 +6,17 @@
 //            after backward (the baseline the Reducer's overlap should beat)
 //   pair   : 2 independent single processes at the same time, no communication at all: what
 //            this machine's cores give two processes, the ceiling for ddp's throughput
+//   hook:H : 2 processes, ddp with the communication hook H (ddp.comm_hook) for each H of
+//            --comm-hook allreduce,fp16,bf16,powersgd (PowerSGD at --psgd-rank, from --psgd-start)
 // Every mode runs in fresh processes, alternating for --rounds rounds; the median is reported.
 //   build/bench/ddp_scaling [--steps 150] [--warmup 20] [--rounds 3] [--bucket-view 1]
+//                           [--comm-hook H,H...] [--psgd-rank 1] [--psgd-start 10]
+// With --accuracy 1: instead, one epoch of 2-process ddp without a hook and with each hook of
+// --comm-hook, then the test-set accuracy of each (--accuracy-psgd-start: PowerSGD's warm-up there).
 // A rank process is this program with --mode; the driver is this program without it.
 #include <unistd.h>
 
+#include <torch/csrc/autograd/grad_mode.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/container/sequential.h>
@@ -119,8 +125,30 @@ class Timer : public volt::callbacks::Callback {
   int64_t last_step_ = 0;
 };
 
+/// Settings of a hook run.
+struct HookArgs {
+  std::string hook;  // empty: none
+  int64_t psgd_rank = 1, psgd_start = 10;
+};
+
+/// Fraction of the Fashion-MNIST test set `model` classifies right.
+double test_accuracy(Cnn& model) {
+  auto test = volt::data::load_mnist_format(volt::data::kFashionMnistDir, /*train=*/false);
+  torch::NoGradGuard no_grad;
+  model.eval();
+  const at::Tensor& x = test->tensors()[0];
+  const at::Tensor& y = test->tensors()[1];
+  int64_t right = 0;
+  for (int64_t at = 0; at < x.size(0); at += 1000) {
+    const int64_t n = std::min<int64_t>(1000, x.size(0) - at);
+    at::Tensor pred = model.net->forward(x.narrow(0, at, n)).argmax(1);
+    right += pred.eq(y.narrow(0, at, n)).sum().item<int64_t>();
+  }
+  return static_cast<double>(right) / static_cast<double>(x.size(0));
+}
+
 int run_rank(const std::string& mode, int64_t steps, int64_t warmup, const std::string& out, bool bucket_view,
-             const std::string& start_together) {
+             const std::string& start_together, const HookArgs& hook, bool accuracy) {
   const int64_t procs = mode == "single" ? 1 : 2;
   const int64_t batch = 64;
   auto data = volt::data::load_mnist_format(volt::data::kFashionMnistDir, /*train=*/true);
@@ -134,7 +162,11 @@ int run_rank(const std::string& mode, int64_t steps, int64_t warmup, const std::
   o.strategy = procs == 1 ? "single_device" : "ddp";
   o.devices = std::to_string(procs);
   o.num_threads = 1;
-  o.max_steps = steps + warmup;
+  o.max_steps = accuracy ? -1 : steps + warmup;
+  o.max_epochs = 1;
+  o.ddp_comm_hook = hook.hook;
+  o.ddp_powersgd_matrix_approximation_rank = hook.psgd_rank;
+  o.ddp_powersgd_start_powerSGD_iter = hook.psgd_start;
   o.enable_progress_bar = false;
   o.enable_model_summary = false;
   o.enable_checkpointing = false;
@@ -148,6 +180,10 @@ int run_rank(const std::string& mode, int64_t steps, int64_t warmup, const std::
   self = &trainer;
   Cnn model;
   trainer.fit(model, loader);
+  if (accuracy) {
+    if (trainer.strategy().global_rank() == 0) std::ofstream(out) << test_accuracy(model) << "\n";
+    return 0;
+  }
   if (trainer.strategy().global_rank() == 0) {
     const double sps = static_cast<double>(timer->timed_steps() * batch * procs) / timer->seconds();
     std::ofstream(out) << sps << " " << 1000.0 * timer->seconds() / static_cast<double>(timer->timed_steps()) << " "
@@ -169,9 +205,22 @@ int main(int argc, char** argv) {
   auto get = [&](const char* k, int64_t d) { return args.count(k) ? std::stoll(args[k]) : d; };
   const int64_t steps = get("--steps", 150), warmup = get("--warmup", 20), rounds = get("--rounds", 3);
   const bool bucket_view = get("--bucket-view", 0) != 0;
+  const bool accuracy = get("--accuracy", 0) != 0;
+  HookArgs hook;
+  hook.psgd_rank = get("--psgd-rank", 1);
+  hook.psgd_start = get("--psgd-start", 10);
   if (args.count("--mode")) {
-    return run_rank(args["--mode"], steps, warmup, args["--out"], bucket_view,
-                    args.count("--start-together") ? args["--start-together"] : "");
+    const std::string mode = args["--mode"];
+    if (mode.rfind("hook:", 0) == 0) hook.hook = mode.substr(5);
+    return run_rank(mode, steps, warmup, args["--out"], bucket_view,
+                    args.count("--start-together") ? args["--start-together"] : "", hook, accuracy);
+  }
+  std::vector<std::string> hooks;
+  {
+    const std::string list = args.count("--comm-hook") ? args["--comm-hook"] + "," : std::string();
+    for (size_t at = 0, comma; (comma = list.find(',', at)) != std::string::npos; at = comma + 1) {
+      if (comma > at) hooks.push_back(list.substr(at, comma - at));
+    }
   }
 
   char exe[4096] = {};
@@ -179,10 +228,34 @@ int main(int argc, char** argv) {
   const std::string self(exe, n > 0 ? static_cast<size_t>(n) : 0);
   std::map<std::string, std::vector<double>> sps, step_ms, allreduce_ms;
   const std::string out = "/tmp/volt_ddp_scaling_" + std::to_string(::getpid());
+  const std::string hook_args = " --psgd-rank " + std::to_string(hook.psgd_rank) + " --psgd-start " +
+                                std::to_string(accuracy ? get("--accuracy-psgd-start", 50) : hook.psgd_start);
+  if (accuracy) {
+    std::vector<std::string> modes{"ddp"};
+    for (const auto& h : hooks) modes.push_back("hook:" + h);
+    std::printf("Fashion-MNIST CNN, one epoch of 2-process ddp (batch 64 per process, SGD lr 0.01), test accuracy\n");
+    for (const auto& mode : modes) {
+      const std::string cmd = self + " --mode " + mode + " --out " + out + " --accuracy 1" + hook_args;
+      if (std::system(cmd.c_str()) != 0) {
+        std::cerr << "ddp_scaling: the " << mode << " run failed\n";
+        return 1;
+      }
+      double acc = 0;
+      std::ifstream(out) >> acc;
+      std::printf("  %-16s %6.2f%%\n", mode == "ddp" ? "no hook" : mode.c_str(), 100.0 * acc);
+      std::fflush(stdout);
+    }
+    std::remove(out.c_str());
+    std::printf("  PowerSGD: rank %lld, %s plain steps first\n", static_cast<long long>(hook.psgd_rank),
+                std::to_string(get("--accuracy-psgd-start", 50)).c_str());
+    return 0;
+  }
+  std::vector<std::string> modes{"single", "ddp", "flat", "pair"};
+  for (const auto& h : hooks) modes.push_back("hook:" + h);
   for (int64_t r = 0; r < rounds; ++r) {
-    for (const std::string mode : {"single", "ddp", "flat", "pair"}) {
+    for (const std::string& mode : modes) {
       const std::string args_common = " --steps " + std::to_string(steps) + " --warmup " + std::to_string(warmup) +
-                                      " --bucket-view " + (bucket_view ? "1" : "0");
+                                      " --bucket-view " + (bucket_view ? "1" : "0") + hook_args;
       std::string cmd;
       if (mode == "pair") {
         const std::string marker = out + "_pair" + std::to_string(r);
@@ -230,6 +303,14 @@ int main(int argc, char** argv) {
               " of this machine)\n", p, 100.0 * p / (2 * s));
   std::printf("  Reducer / independent     %8.1f%%  (ddp's throughput against what the cores allow two processes)\n",
               100.0 * d / p);
+  for (const auto& h : hooks) {
+    const double v = median(sps["hook:" + h]);
+    std::printf("  2 processes, hook %-9s %7.1f samples/s  weak-scaling efficiency %.1f%%  (%.3f x no hook)%s\n",
+                h.c_str(), v, 100.0 * v / (2 * s), v / d,
+                h == "powersgd" ? (", rank " + std::to_string(hook.psgd_rank) + ", compressing from step " +
+                                   std::to_string(hook.psgd_start)).c_str()
+                                : "");
+  }
   std::printf("  cores %ld, load average (1 min) at the end %.2f\n", sysconf(_SC_NPROCESSORS_ONLN), load);
   return 0;
 }

@@ -1,5 +1,6 @@
 #pragma once
 /// Every public header of volt/strategies/ and volt/strategies/launchers/.
+#include "volt/strategies/comm_hooks.h"
 #include "volt/strategies/ddp_strategy.h"
 #include "volt/strategies/launchers/launched_stage.h"
 #include "volt/strategies/launchers/launcher.h"

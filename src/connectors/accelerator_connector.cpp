@@ -23,6 +23,7 @@
 #include "volt/core/trainer_flags.h"
 #include "volt/environments/environment_registry.h"
 #include "volt/precision/precision_registry.h"
+#include "volt/strategies/comm_hooks.h"
 #include "volt/strategies/strategy_registry.h"
 
 namespace volt::connectors {
@@ -211,6 +212,14 @@ strategies::DDPOptions ddp_options(const TrainerOptions& o, const std::string& a
   d.first_bucket_cap_mb = o.ddp_first_bucket_cap_mb;
   d.find_unused_parameters = spec.find_unused_parameters;
   d.gradient_as_bucket_view = o.ddp_gradient_as_bucket_view;
+  d.comm_hook = o.ddp_comm_hook;
+  d.powersgd.matrix_approximation_rank = o.ddp_powersgd_matrix_approximation_rank;
+  d.powersgd.start_powerSGD_iter = o.ddp_powersgd_start_powerSGD_iter;
+  d.powersgd.min_compression_rate = o.ddp_powersgd_min_compression_rate;
+  d.powersgd.use_error_feedback = o.ddp_powersgd_use_error_feedback;
+  d.powersgd.warm_start = o.ddp_powersgd_warm_start;
+  d.powersgd.orthogonalization_epsilon = o.ddp_powersgd_orthogonalization_epsilon;
+  strategies::check_comm_hook(d.comm_hook, d.powersgd, "ddp.comm_hook");
   return d;
 }
 

@@ -401,6 +401,21 @@ const std::vector<TrainerFlag>& trainer_flags() {
       VOLT_NAMED_FLAG("tuner.batch_size_memory_budget", tuner_batch_size_memory_budget, "0",
                       "CPU memory in bytes a trial may allocate; 0: 90% of the available memory",
                       check_tuner_batch_size_counts),
+      // DDP communication hooks (checked against the hooks by the accelerator connector)
+      VOLT_NAMED_FLAG("ddp.comm_hook", ddp_comm_hook, "",
+                      "DDP gradient communication hook: allreduce, fp16, bf16 or powersgd; empty: c10d's allreduce"),
+      VOLT_NAMED_FLAG("ddp.powersgd_matrix_approximation_rank", ddp_powersgd_matrix_approximation_rank, "1",
+                      "PowerSGD: rank of the low-rank gradient factors"),
+      VOLT_NAMED_FLAG("ddp.powersgd_start_powerSGD_iter", ddp_powersgd_start_powerSGD_iter, "1000",
+                      "PowerSGD: plain allreduce steps before compression starts"),
+      VOLT_NAMED_FLAG("ddp.powersgd_min_compression_rate", ddp_powersgd_min_compression_rate, "2.0",
+                      "PowerSGD: compress a matrix only when it shrinks at least this many times"),
+      VOLT_NAMED_FLAG("ddp.powersgd_use_error_feedback", ddp_powersgd_use_error_feedback, "true",
+                      "PowerSGD: add each rank's compression error to its next gradient"),
+      VOLT_NAMED_FLAG("ddp.powersgd_warm_start", ddp_powersgd_warm_start, "true",
+                      "PowerSGD: start each power iteration from the previous step's Q"),
+      VOLT_NAMED_FLAG("ddp.powersgd_orthogonalization_epsilon", ddp_powersgd_orthogonalization_epsilon, "0.0",
+                      "PowerSGD: added to column norms when orthogonalizing"),
   };
   return flags;
 }

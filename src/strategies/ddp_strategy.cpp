@@ -11,6 +11,7 @@
 
 #include "strategies/detail/ddp_impl.h"
 #include "volt/core/error.h"
+#include "volt/strategies/comm_hooks.h"
 #include "volt/strategies/launchers/spawn_launcher.h"
 #include "volt/strategies/launchers/subprocess_launcher.h"
 
@@ -80,6 +81,7 @@ DDPStrategy::DDPStrategy(DDPOptions options, const std::string& name)
   name_ = spec.name;
   launcher_kind_ = spec.launcher;
   options_.find_unused_parameters = options_.find_unused_parameters || spec.find_unused_parameters;
+  check_comm_hook(options_.comm_hook, options_.powersgd, "DDPOptions::comm_hook");
 }
 
 void DDPStrategy::connect(const StrategyParts& parts) {
@@ -98,6 +100,15 @@ void DDPStrategy::connect(const StrategyParts& parts) {
     throw NotSupportedError("process_group_backend='nccl' needs a LibTorch built with CUDA and NCCL; this one has "
                             "neither. Use process_group_backend='gloo' (CPU or CUDA tensors).");
 #endif
+  }
+  if (options_.comm_hook_object && !options_.comm_hook.empty()) {
+    throw ConfigError("DDPOptions has both a comm_hook_object ('" + options_.comm_hook_object->name() +
+                      "') and comm_hook='" + options_.comm_hook + "'. Give one of them.");
+  }
+  if (!impl_->comm_hook) {
+    impl_->comm_hook = options_.comm_hook_object    ? options_.comm_hook_object
+                       : options_.comm_hook.empty() ? nullptr
+                                                    : make_comm_hook(options_.comm_hook, options_.powersgd);
   }
   if (launcher_kind_ == LauncherKind::kSubprocess && !environment_->creates_processes_externally()) {
     subprocess_ = std::make_unique<launchers::SubprocessLauncher>(environment_, local_world_size_);
@@ -192,7 +203,17 @@ void DDPStrategy::setup(Module& module) {
                                                    static_cast<int64_t>(first));
   const bool any_bf16 = std::any_of(params.begin(), params.end(),
                                     [](const at::Tensor& t) { return t.scalar_type() == at::kBFloat16; });
-  if (any_bf16 && options_.backend == "gloo") {
+  if (const auto& hook = impl_->comm_hook) {
+    const std::string n = hook->name();
+    if (any_bf16 && options_.backend == "gloo" && (n == "allreduce" || n == "powersgd")) {
+      throw NotSupportedError("ddp comm_hook='" + n +
+                              "' reduces in the parameters' dtype, and Gloo cannot reduce the bfloat16 parameters "
+                              "of this module. Use comm_hook='bf16' or 'fp16', or leave comm_hook empty (bfloat16 "
+                              "gradients are then averaged in float32).");
+    }
+    hook->setup(impl_->pg, params);
+    impl_->reducer->register_comm_hook(to_c10d_comm_hook(hook));
+  } else if (any_bf16 && options_.backend == "gloo") {
     impl_->reducer->register_comm_hook(std::make_unique<Fp32AllreduceHook>(impl_->pg));
   }
   impl_->sync = true;
@@ -332,8 +353,68 @@ std::vector<at::Tensor> DDPStrategy::all_gather(const at::Tensor& tensor) {
 }
 
 void DDPStrategy::save_checkpoint(const Checkpoint& checkpoint, const std::string& path) {
-  Strategy::save_checkpoint(checkpoint, path);
+  const auto& volt_meta = checkpoint.meta.is_object() && checkpoint.meta.contains("volt") ? checkpoint.meta.at("volt")
+                                                                                          : nlohmann::json();
+  const bool weights_only = volt_meta.is_object() && volt_meta.value("weights_only", false);
+  if (impl_->comm_hook && impl_->pg && !weights_only) {
+    Checkpoint with_hook = checkpoint;
+    add_comm_hook_state(with_hook);
+    Strategy::save_checkpoint(with_hook, path);
+  } else {
+    Strategy::save_checkpoint(checkpoint, path);
+  }
   barrier("save_checkpoint");
+}
+
+Checkpoint DDPStrategy::load_checkpoint(const std::string& path) {
+  Checkpoint checkpoint = Strategy::load_checkpoint(path);
+  if (impl_->comm_hook) restore_comm_hook_state(checkpoint, path);
+  return checkpoint;
+}
+
+void DDPStrategy::add_comm_hook_state(Checkpoint& checkpoint) {
+  CommHook& hook = *impl_->comm_hook;
+  const std::map<std::string, at::Tensor> state = hook.state_dict();
+  // Every rank's state (error feedback is per rank) goes into rank 0's file.
+  const at::Tensor counts = at::full({1}, static_cast<int64_t>(state.size()), at::kLong);
+  const auto all_counts = all_gather(counts);
+  for (const auto& c : all_counts) {
+    if (c.item<int64_t>() != static_cast<int64_t>(state.size())) {
+      throw DistributedError(who() + ": the communication hook '" + hook.name() +
+                             "' holds a different number of state tensors on each rank (" +
+                             std::to_string(state.size()) + " here, " + std::to_string(c.item<int64_t>()) +
+                             " on another); its state cannot be checkpointed.");
+    }
+  }
+  for (const auto& [key, tensor] : state) {
+    const auto gathered = all_gather(tensor.contiguous());
+    for (size_t r = 0; r < gathered.size(); ++r) {
+      checkpoint.tensors[kCommHookStatePrefix + std::to_string(r) + "." + key] = gathered[r];
+    }
+  }
+  checkpoint.meta[kCommHookMetaKey] = {{"name", hook.name()}, {"world_size", world_size_}};
+}
+
+void DDPStrategy::restore_comm_hook_state(const Checkpoint& checkpoint, const std::string& path) {
+  CommHook& hook = *impl_->comm_hook;
+  if (!checkpoint.meta.is_object() || !checkpoint.meta.contains(kCommHookMetaKey)) return;
+  const auto& saved = checkpoint.meta.at(kCommHookMetaKey);
+  const std::string name = saved.is_object() ? saved.value("name", std::string()) : std::string();
+  const int64_t saved_world = saved.is_object() ? saved.value("world_size", int64_t{-1}) : -1;
+  if (name != hook.name() || saved_world != world_size_) {
+    if (is_global_zero()) {
+      std::cerr << "[volt] warning: checkpoint '" << path << "' holds the state of communication hook '" << name
+                << "' on " << saved_world << " ranks; this run has '" << hook.name() << "' on " << world_size_
+                << " ranks, so the hook starts from a fresh state.\n";
+    }
+    return;
+  }
+  const std::string prefix = kCommHookStatePrefix + std::to_string(global_rank_) + ".";
+  std::map<std::string, at::Tensor> state;
+  for (const auto& [key, tensor] : checkpoint.tensors) {
+    if (key.compare(0, prefix.size(), prefix) == 0) state[key.substr(prefix.size())] = tensor;
+  }
+  hook.load_state_dict(state);
 }
 
 void DDPStrategy::on_exception() {

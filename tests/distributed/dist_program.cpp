@@ -17,7 +17,13 @@
 // training_step sleeps), --accum-schedule "0:1,1:2" (a GradientAccumulationScheduler),
 // --on-exception-dir D (an OnExceptionCheckpoint into D), --tune 1 (before the fits: Tuner::lr_find on
 // the loader and scale_batch_size with a CPU budget of --tune-budget bytes; the suggestion and the size
-// written too).
+// written too), --comm-hook H (the ddp.comm_hook flag) with --psgd-rank R --psgd-start S --psgd-min-rate X
+// --psgd-ef 0|1 --psgd-warm 0|1 --psgd-eps E (its PowerSGD settings), --custom-hook 1 (a user's C++ hook
+// object that averages in float64 and counts its calls), --check-hook H (the built-in hook H wrapped in a
+// user hook that also averages each bucket exactly in float64 and writes the largest error of H's average
+// per element, relative to the mean magnitude of the ranks' gradients there, and per bucket in the
+// Euclidean norm; --drop-hook-state 1: it ignores
+// the hook state a checkpoint holds).
 #include <signal.h>
 #include <unistd.h>
 
@@ -44,6 +50,14 @@
 #include "volt/callbacks/on_exception_checkpoint.h"
 #include "volt/callbacks/stochastic_weight_averaging.h"
 #include "volt/core/error.h"
+#include "volt/strategies/comm_hooks.h"
+#include "volt/strategies/ddp_strategy.h"
+
+#include <ATen/ops/abs.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/where.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/comm.hpp>
 #include "volt/core/module.h"
 #include "volt/data/dataloader.h"
 #include "volt/data/dataset.h"
@@ -155,6 +169,69 @@ class GradientAgreement : public volt::callbacks::Callback {
   int64_t micro_ = 0;
 };
 
+/// A user's hook: each bucket averaged in float64 (a sum allreduce, then / world size), counted.
+class Float64AverageHook : public volt::strategies::CommHook {
+ public:
+  std::string name() const override { return "float64_average"; }
+  c10::intrusive_ptr<c10::ivalue::Future> run_hook(c10d::GradBucket& bucket) override {
+    ++calls;
+    at::Tensor buffer = bucket.getBufferRef();
+    at::Tensor wide = buffer.to(at::kDouble);
+    std::vector<at::Tensor> tensors{wide};
+    const double n = static_cast<double>(world_size());
+    return group()->allreduce(tensors)->getFuture()->then(
+        [buffer, wide, n](c10::ivalue::Future&) {
+          buffer.copy_(wide.div_(n));
+          return c10::IValue(buffer);
+        },
+        c10::TensorType::get());
+  }
+  int64_t calls = 0;
+};
+
+/// Runs a built-in hook and measures it against the exact average, bucket by bucket: the largest
+/// |hook's average - exact average| / (mean of the ranks' |gradient|) over every element and step
+/// (elements where every rank's gradient is 0 count as exact when the hook gives 0 there).
+class MeasuredHook : public volt::strategies::CommHook {
+ public:
+  explicit MeasuredHook(std::shared_ptr<volt::strategies::CommHook> inner) : inner_(std::move(inner)) {}
+  std::string name() const override { return inner_->name(); }
+  void setup(const c10::intrusive_ptr<c10d::ProcessGroup>& group, const std::vector<at::Tensor>& params) override {
+    CommHook::setup(group, params);
+    inner_->setup(group, params);
+  }
+  std::map<std::string, at::Tensor> state_dict() const override { return inner_->state_dict(); }
+  void load_state_dict(const std::map<std::string, at::Tensor>& s) override {
+    if (!g_args.count("drop-hook-state")) inner_->load_state_dict(s);
+  }
+  c10::intrusive_ptr<c10::ivalue::Future> run_hook(c10d::GradBucket& bucket) override {
+    at::Tensor local = bucket.getBuffer().to(at::kDouble);
+    // One collective over [gradient, |gradient|]: the sum and the sum of magnitudes.
+    std::vector<at::Tensor> sums{at::cat({local, local.abs()})};
+    group()->allreduce(sums)->wait();
+    const double n = static_cast<double>(world_size());
+    at::Tensor exact = sums[0].narrow(0, 0, local.numel()) / n;
+    at::Tensor magnitude = sums[0].narrow(0, local.numel(), local.numel()) / n;
+    auto future = inner_->run_hook(bucket);
+    future->wait();
+    at::Tensor got = future->value().toTensor().to(at::kDouble);
+    at::Tensor err = (got - exact).abs();
+    at::Tensor rel = at::where(magnitude > 0, err / magnitude, err * 1e30);
+    max_rel = std::max(max_rel, rel.max().item<double>());
+    const double norm = exact.norm().item<double>();
+    if (norm > 0) max_norm_rel = std::max(max_norm_rel, (got - exact).norm().item<double>() / norm);
+    ++calls;
+    return future;
+  }
+  double max_rel = 0;
+  /// The largest ||hook's average - exact average|| / ||exact average|| of a bucket (Euclidean norms).
+  double max_norm_rel = 0;
+  int64_t calls = 0;
+
+ private:
+  std::shared_ptr<volt::strategies::CommHook> inner_;
+};
+
 void write_params(std::ostream& file, const torch::nn::Module& model) {
   for (const auto& p : model.parameters()) {
     at::Tensor flat = p.detach().to(at::kCPU, at::kFloat).reshape({-1}).contiguous();
@@ -245,6 +322,36 @@ int main(int argc, char** argv) {
   o.rendezvous_timeout_s = static_cast<double>(arg_int("rendezvous-timeout", 60));
   if (g_args.count("bucket-mb")) o.ddp_bucket_cap_mb = std::stod(arg("bucket-mb", "25"));
   o.max_time = arg("max-time", "");
+  o.ddp_comm_hook = arg("comm-hook", "");
+  o.ddp_powersgd_matrix_approximation_rank = arg_int("psgd-rank", 1);
+  o.ddp_powersgd_start_powerSGD_iter = arg_int("psgd-start", 1000);
+  o.ddp_powersgd_min_compression_rate = std::stod(arg("psgd-min-rate", "2"));
+  o.ddp_powersgd_use_error_feedback = arg_int("psgd-ef", 1) != 0;
+  o.ddp_powersgd_warm_start = arg_int("psgd-warm", 1) != 0;
+  o.ddp_powersgd_orthogonalization_epsilon = std::stod(arg("psgd-eps", "0"));
+  std::shared_ptr<Float64AverageHook> custom_hook;
+  std::shared_ptr<MeasuredHook> measured_hook;
+  volt::TrainerPlugins plugins;
+  if (g_args.count("custom-hook") || g_args.count("check-hook")) {
+    volt::strategies::DDPOptions ddp;
+    ddp.timeout = std::chrono::seconds(arg_int("timeout", 60));
+    ddp.rendezvous_timeout = std::chrono::seconds(arg_int("rendezvous-timeout", 60));
+    if (g_args.count("custom-hook")) {
+      ddp.comm_hook_object = custom_hook = std::make_shared<Float64AverageHook>();
+    } else {
+      volt::strategies::PowerSGDOptions p;
+      p.matrix_approximation_rank = o.ddp_powersgd_matrix_approximation_rank;
+      p.start_powerSGD_iter = o.ddp_powersgd_start_powerSGD_iter;
+      p.min_compression_rate = o.ddp_powersgd_min_compression_rate;
+      p.use_error_feedback = o.ddp_powersgd_use_error_feedback;
+      p.warm_start = o.ddp_powersgd_warm_start;
+      p.orthogonalization_epsilon = o.ddp_powersgd_orthogonalization_epsilon;
+      ddp.comm_hook_object = measured_hook =
+          std::make_shared<MeasuredHook>(volt::strategies::make_comm_hook(arg("check-hook", ""), p));
+    }
+    plugins.strategy = std::make_shared<volt::strategies::DDPStrategy>(ddp, o.strategy);
+    o.strategy = "auto";
+  }
   const std::string out = arg("out", "/tmp/volt_dist_program.out");
   try {
     volt::Trainer* self = nullptr;
@@ -282,7 +389,9 @@ int main(int argc, char** argv) {
       TinyMLP warmup;
       earlier.fit(warmup, loader);
     }
-    volt::Trainer trainer(o, callbacks);
+    auto owned = plugins.strategy ? std::make_unique<volt::Trainer>(o, plugins, callbacks)
+                                  : std::make_unique<volt::Trainer>(o, callbacks);
+    volt::Trainer& trainer = *owned;
     self = &trainer;
     TinyMLP model;
     std::string tuned;
@@ -341,6 +450,14 @@ int main(int argc, char** argv) {
       file << "synced_grad_diff " << agreement->synced << "\n";
     }
     file << tuned;
+    if (custom_hook) file << "custom_hook_calls " << custom_hook->calls << "\n";
+    if (measured_hook) {
+      char buf[64];
+      std::snprintf(buf, sizeof(buf), "%.17g", measured_hook->max_rel);
+      file << "hook_max_rel_err " << buf << "\nhook_calls " << measured_hook->calls << "\n";
+      std::snprintf(buf, sizeof(buf), "%.17g", measured_hook->max_norm_rel);
+      file << "hook_max_norm_err " << buf << "\n";
+    }
     write_params(file, model);
   } catch (const volt::DistributedError& e) {
     std::cerr << "volt_dist_program: DistributedError: " << e.what() << std::endl;

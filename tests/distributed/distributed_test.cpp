@@ -675,3 +675,135 @@ TEST(DDPRendezvous, StoreListensOnlyOnMasterAddr) {
   EXPECT_FALSE(volt::testing::contains(r.output, "00000000000000000000000000000000:" + std::string(hex_port)))
       << "bound to [::]:\n" << r.output;
 }
+
+// --- communication hooks (ddp.comm_hook; docs/distributed.md, "Communication hooks") ---
+
+namespace {
+
+/// 2 ddp ranks, batch 8 each, with `extra`: {rank 0, rank 1}.
+std::vector<Result> two_ranks(const std::string& name, const std::string& extra) {
+  const std::string out = out_prefix(name);
+  const Outcome a = run(train(out, "--strategy ddp --devices 2 --batch 8 " + extra));
+  EXPECT_EQ(a.code, 0) << a.output;
+  return {read_result(out + ".rank0"), read_result(out + ".rank1")};
+}
+
+double field(const Result& r, const std::string& key) {
+  auto it = r.fields.find(key);
+  EXPECT_NE(it, r.fields.end()) << key << " is not in the result";
+  return it == r.fields.end() ? -1.0 : std::stod(it->second);
+}
+
+}  // namespace
+
+TEST(DDPCommHooks, AllreduceHookEqualsPlainDDPBitwise) {
+  const auto plain = two_ranks("hook_plain", "--steps 20 --shuffle 1");
+  const auto hooked = two_ranks("hook_allreduce", "--steps 20 --shuffle 1 --comm-hook allreduce");
+  ASSERT_FALSE(plain[0].params.empty());
+  EXPECT_EQ(hooked[0].params, plain[0].params);
+  EXPECT_EQ(hooked[1].params, plain[0].params);
+}
+
+// fp16: each rank's gradient rounded to float16 (unit roundoff u = 2^-11), halved (exact), summed in
+// float16 (u again): |hook - exact average| <= u |g0|/2 + u |g1|/2 + u |sum| <= 2u (1 + u) mean|g|, so
+// 2^-10 of the mean magnitude, plus float16's subnormal spacing (2^-24 absolute) below 2^-14.
+TEST(DDPCommHooks, Fp16HookStaysWithinTwoToTheMinusTenOfTheExactAverageEveryStep) {
+  const auto r = two_ranks("hook_fp16", "--steps 20 --check-hook fp16");
+  const auto plain = two_ranks("hook_fp16_plain", "--steps 20");
+  EXPECT_EQ(field(r[0], "hook_calls"), 20.0);
+  const double err = field(r[0], "hook_max_rel_err");
+  EXPECT_GT(err, 0.0) << "float16 must round somewhere (the check can fail)";
+  EXPECT_LE(err, std::ldexp(1.0, -10) * (1 + std::ldexp(1.0, -11)));
+  EXPECT_LE(field(r[1], "hook_max_rel_err"), std::ldexp(1.0, -10) * (1 + std::ldexp(1.0, -11)));
+  EXPECT_EQ(r[0].params, r[1].params);
+  EXPECT_GT(max_abs_diff(r[0].params, plain[0].params), 0.0);
+  EXPECT_LE(max_abs_diff(r[0].params, plain[0].params), 1e-3);
+}
+
+// bf16: u = 2^-8; the rounding to bfloat16 and the rounding of the float32 sum of the gathered values
+// (exact in float32) back to bfloat16: <= 2u (1 + u) mean|g| = 2^-7 (1 + 2^-8).
+TEST(DDPCommHooks, Bf16HookStaysWithinTwoToTheMinusSevenOfTheExactAverageEveryStep) {
+  const auto r = two_ranks("hook_bf16", "--steps 20 --check-hook bf16");
+  EXPECT_EQ(field(r[0], "hook_calls"), 20.0);
+  const double err = field(r[0], "hook_max_rel_err");
+  EXPECT_GT(err, std::ldexp(1.0, -11)) << "bfloat16 rounds more coarsely than float16";
+  EXPECT_LE(err, std::ldexp(1.0, -7) * (1 + std::ldexp(1.0, -8)));
+  EXPECT_LE(field(r[1], "hook_max_rel_err"), std::ldexp(1.0, -7) * (1 + std::ldexp(1.0, -8)));
+  EXPECT_EQ(r[0].params, r[1].params);
+}
+
+TEST(DDPCommHooks, AUsersHookObjectReducesEveryBucket) {
+  const auto plain = two_ranks("hook_user_plain", "--steps 20");
+  const auto r = two_ranks("hook_user", "--steps 20 --custom-hook 1");
+  EXPECT_EQ(field(r[0], "custom_hook_calls"), 20.0) << "one bucket per step";
+  EXPECT_EQ(r[0].params, r[1].params);
+  EXPECT_LE(max_abs_diff(r[0].params, plain[0].params), 1e-6);
+}
+
+TEST(DDPCommHooks, PowerSGDIsExactDuringWarmUpAndCompressesAfterIt) {
+  const auto plain = two_ranks("psgd_plain", "--steps 20");
+  const auto warm = two_ranks("psgd_warmup", "--steps 20 --comm-hook powersgd --psgd-start 20");
+  EXPECT_EQ(warm[0].params, plain[0].params) << "20 warm-up steps of plain allreduce";
+  EXPECT_EQ(warm[1].params, plain[0].params);
+  const auto compressed = two_ranks("psgd_after", "--steps 20 --comm-hook powersgd --psgd-start 10");
+  EXPECT_EQ(compressed[0].params, compressed[1].params);
+  EXPECT_GT(max_abs_diff(compressed[0].params, plain[0].params), 1e-6) << "rank-1 compression from step 10";
+}
+
+// fc1 (16x8) at rank 8 and fc2 (1x16) at rank 1 are full rank: P Q^T = P P^T M_avg = M_avg, so the
+// average is exact up to float32 rounding, which Gram-Schmidt on 8 columns amplifies by P's condition
+// number: measured 7e-6 (no error feedback) and 1.4e-5 (with it: each rank's error then holds its
+// deviation from the mean, which the next sum cancels) of the bucket's norm; the bound is 1e-4.
+TEST(DDPCommHooks, PowerSGDAtFullRankMatchesPlainAllreduce) {
+  const auto plain = two_ranks("psgd_full_plain", "--steps 20");
+  const std::string full = "--steps 20 --check-hook powersgd --psgd-start 0 --psgd-rank 16 --psgd-min-rate 0 ";
+  for (const std::string ef : {"1", "0"}) {
+    SCOPED_TRACE("use_error_feedback=" + ef);
+    const auto r = two_ranks("psgd_full_ef" + ef, full + "--psgd-ef " + ef);
+    EXPECT_EQ(field(r[0], "hook_calls"), 20.0);
+    EXPECT_LE(field(r[0], "hook_max_norm_err"), 1e-4);
+    EXPECT_LE(field(r[1], "hook_max_norm_err"), 1e-4);
+    EXPECT_EQ(r[0].params, r[1].params);
+    EXPECT_LE(max_abs_diff(r[0].params, plain[0].params), 1e-5);
+  }
+  const auto low = two_ranks("psgd_low", "--steps 20 --check-hook powersgd --psgd-start 0 --psgd-min-rate 0");
+  EXPECT_GT(field(low[0], "hook_max_norm_err"), 0.1) << "rank 1 is not exact (the checks above can fail)";
+}
+
+TEST(DDPCommHooks, PowerSGDErrorFeedbackIsCheckpointedAndTheResumeIsBitwiseExact) {
+  const std::string full = out_prefix("psgd_resume_full"), part = out_prefix("psgd_resume_part"),
+                    resumed = out_prefix("psgd_resume_resumed"), root = out_prefix("psgd_resume_root");
+  const std::string common = "--strategy ddp --devices 2 --steps 30 --shuffle 1 --samples 320 --psgd-start 5 "
+                             "--comm-hook powersgd ";
+  ASSERT_EQ(run(train(full, common + "--root " + root + "_a")).code, 0);
+  const Outcome p = run(train(part, common + "--root " + root + "_b --interrupt-step 13"));
+  ASSERT_EQ(p.code, 0) << p.output;
+  const std::string ckpt = root + "_b/checkpoints/interrupted.ckpt";
+  ASSERT_TRUE(fs::exists(ckpt));
+  const Outcome r = run(train(resumed, common + "--root " + root + "_b --ckpt " + ckpt));
+  ASSERT_EQ(r.code, 0) << r.output;
+  const Result a = read_result(full + ".rank0");
+  ASSERT_FALSE(a.params.empty());
+  EXPECT_EQ(read_result(resumed + ".rank0").params, a.params);
+  EXPECT_EQ(read_result(resumed + ".rank1").params, a.params);
+  // The same resume with the hook's saved state dropped (a user hook around PowerSGD that ignores
+  // load_state_dict): a fresh error feedback and Q give other weights, so the equality above is the state's.
+  const std::string fresh = out_prefix("psgd_resume_fresh");
+  const std::string no_hook_flag = common.substr(0, common.find("--comm-hook"));
+  const Outcome f = run(train(fresh, no_hook_flag + "--root " + root + "_b --ckpt " + ckpt +
+                                         " --check-hook powersgd --drop-hook-state 1"));
+  ASSERT_EQ(f.code, 0) << f.output;
+  EXPECT_NE(read_result(fresh + ".rank0").params, a.params);
+}
+
+TEST(DDPCommHooks, AnUnknownHookIsRefusedBeforeAnyRankStarts) {
+  const std::string out = out_prefix("hook_unknown");
+  const Outcome r = run(train(out, "--strategy ddp --devices 2 --comm-hook fp8"));
+  EXPECT_EQ(r.code, 3) << r.output;
+  EXPECT_TRUE(volt::testing::contains(r.output, "ddp.comm_hook='fp8'")) << r.output;
+  EXPECT_TRUE(volt::testing::contains(r.output, "allreduce, fp16, bf16 or powersgd")) << r.output;
+  EXPECT_FALSE(fs::exists(out + ".rank1")) << "no rank may have started";
+  const Outcome bad_rank = run(train(out, "--strategy ddp --devices 2 --comm-hook powersgd --psgd-rank 0"));
+  EXPECT_EQ(bad_rank.code, 3) << bad_rank.output;
+  EXPECT_TRUE(volt::testing::contains(bad_rank.output, "matrix_approximation_rank=0")) << bad_rank.output;
+}

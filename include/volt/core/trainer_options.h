@@ -44,6 +44,15 @@ struct TrainerOptions {
   double ddp_first_bucket_cap_mb = 1.0;
   /// Gradients as views into the Reducer's buckets (one copy fewer per step).
   bool ddp_gradient_as_bucket_view = false;
+  /// DDP communication hook (flag ddp.comm_hook): empty (c10d's averaging allreduce), allreduce, fp16,
+  /// bf16 or powersgd; PowerSGD's settings as PyTorch's PowerSGDState names them.
+  std::string ddp_comm_hook;
+  int64_t ddp_powersgd_matrix_approximation_rank = 1;
+  int64_t ddp_powersgd_start_powerSGD_iter = 1000;
+  double ddp_powersgd_min_compression_rate = 2.0;
+  bool ddp_powersgd_use_error_feedback = true;
+  bool ddp_powersgd_warm_start = true;
+  double ddp_powersgd_orthogonalization_epsilon = 0.0;
 
   // --- how long ---
   /// -1: 1000 when max_steps is -1 and no Timer (max_time) bounds the run, else unlimited (Lightning).

@@ -59,7 +59,13 @@ class DDPStrategy : public Strategy {
   at::Tensor all_reduce(const at::Tensor& tensor, ReduceOp op) override;
 
   /// Rank 0 writes; every rank waits until the file is there (a rank may read it next).
+  /// With a communication hook, every rank's hook state (state_dict()) goes into the file too: tensors
+  /// "ddp_comm_hook.rank<r>.<key>" (in volt_tensors, which Lightning ignores) and meta "ddp_comm_hook"
+  /// (the hook's name and world size). A collective: every rank calls it.
   void save_checkpoint(const Checkpoint& checkpoint, const std::string& path) override;
+  /// Reads the file; with a communication hook, gives this rank's saved hook state back to it (when the
+  /// checkpoint holds the same hook on as many ranks; else a warning on rank 0 and a fresh state).
+  Checkpoint load_checkpoint(const std::string& path) override;
   void on_exception() override;
   /// Keeps the process group (a later stage reuses it); releases the Reducer.
   void teardown() override;
@@ -83,6 +89,10 @@ class DDPStrategy : public Strategy {
   /// A collective or the gradient allreduce threw: the error to raise, naming the rank that
   /// died when that is why (waiting briefly for the monitor's report).
   [[noreturn]] void collective_failed(const std::string& what, const std::exception& e) const;
+  void add_comm_hook_state(Checkpoint& checkpoint);
+  void restore_comm_hook_state(const Checkpoint& checkpoint, const std::string& path);
+  static constexpr const char* kCommHookMetaKey = "ddp_comm_hook";
+  static constexpr const char* kCommHookStatePrefix = "ddp_comm_hook.rank";
 
   struct Impl;
   std::unique_ptr<Impl> impl_;

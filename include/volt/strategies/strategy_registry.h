@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "volt/core/registry.h"
+#include "volt/strategies/comm_hooks.h"
 #include "volt/strategies/strategy.h"
 
 namespace volt::strategies {
@@ -46,6 +47,13 @@ struct DDPOptions {
   bool find_unused_parameters = false;
   /// Gradients are views into the Reducer's buckets (saves a copy per step).
   bool gradient_as_bucket_view = false;
+  /// The communication hook by name (Lightning's ddp_comm_hook; volt/strategies/comm_hooks.h):
+  /// empty for c10d's own averaging allreduce, or allreduce, fp16, bf16, powersgd.
+  std::string comm_hook;
+  /// PowerSGD's settings (PyTorch's PowerSGDState), used when comm_hook is "powersgd".
+  PowerSGDOptions powersgd;
+  /// A hook of the user's, used instead of comm_hook (which must then be empty).
+  std::shared_ptr<CommHook> comm_hook_object;
 };
 
 /// What a strategy is built from, and what the accelerator connector gives a strategy object

@@ -20,6 +20,8 @@ struct DDPStrategy::Impl {
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::ProcessGroup> pg;
   std::unique_ptr<c10d::Reducer> reducer;
+  /// The communication hook (DDPOptions::comm_hook or comm_hook_object), kept across stages.
+  std::shared_ptr<CommHook> comm_hook;
   /// Rank 0's hold on MASTER_PORT while a file store serves the rendezvous (LibTorch < 2.3).
   std::unique_ptr<detail::LocalStoreLease> lease;
   bool sync = true;
