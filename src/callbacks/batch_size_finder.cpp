@@ -17,6 +17,7 @@
 #include "volt/core/compat.h"
 #include "volt/core/error.h"
 #include "volt/core/trainer_view.h"
+#include "volt/core/printable.h"
 
 // LibTorch 2.3 made Allocator::allocate non-const and added the pure copy_data.
 #if VOLT_TORCH_VERSION_AT_LEAST(2, 3)
@@ -181,11 +182,7 @@ void BatchSizeTrial::on_exception(TrainerView&, const std::exception&) {
 
 namespace {
 
-std::string num(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.17g", v);
-  return buf;
-}
+std::string num(double v) { return exact_number_text(v); }
 
 }  // namespace
 

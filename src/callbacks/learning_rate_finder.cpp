@@ -11,6 +11,7 @@
 #include "callbacks/detail/optimizer_snapshot.h"
 #include "volt/core/error.h"
 #include "volt/core/trainer_view.h"
+#include "volt/core/printable.h"
 
 namespace volt::callbacks {
 
@@ -21,11 +22,7 @@ struct LearningRateSweep::Snapshot {
 
 namespace {
 
-std::string num(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.17g", v);
-  return buf;
-}
+std::string num(double v) { return exact_number_text(v); }
 
 }  // namespace
 

@@ -9,15 +9,12 @@
 #include "volt/callbacks/fit_start_search.h"
 #include "volt/callbacks/learning_rate_finder.h"
 #include "volt/core/error.h"
+#include "volt/core/printable.h"
 
 namespace volt::tuner {
 namespace {
 
-std::string num(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.17g", v);
-  return buf;
-}
+std::string num(double v) { return exact_number_text(v); }
 
 bool is_rank_zero(Trainer& trainer) {
   return trainer.strategy().global_rank() == 0;

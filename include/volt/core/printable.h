@@ -3,6 +3,7 @@
 // is any bytes; a JSON writer refuses what is not UTF-8 and a terminal garbles control bytes.
 // Header-only and free of LibTorch: the `volt` front end and the project generator use it too.
 #include <cstddef>
+#include <cstdio>
 #include <string>
 #include <string_view>
 
@@ -78,6 +79,14 @@ inline std::string printable(std::string_view text) {
     ++i;
   }
   return out;
+}
+
+/// A double as text that reads back as the same double (17 significant digits, "%.17g"), for messages that
+/// must not round what they report (a learning rate, a memory budget).
+inline std::string exact_number_text(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.17g", v);
+  return buf;
 }
 
 }  // namespace volt
