@@ -423,7 +423,7 @@ test('loggers are boxes and the profiler a list; config.yaml, README, command an
   await download.saveAs(file);
   const nb = JSON.parse(fs.readFileSync(file, 'utf8'));
   const code = nb.cells.filter((c) => c.cell_type === 'code').map((c) => c.source.join('')).join('\n');
-  assert.match(code, /%load_ext tensorboard\n%tensorboard --logdir \/content\/\S+\/lightning_logs/);
+  assert.match(code, /%load_ext tensorboard\n%tensorboard --logdir \{PROJECT\}\/lightning_logs/);
   // No box ticked: no logger.
   await other.uncheck('#opt-logger-csv');
   await settled(other);
