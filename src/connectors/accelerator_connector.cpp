@@ -318,6 +318,12 @@ AcceleratorConnector::AcceleratorConnector(const TrainerOptions& options, const 
                          " CPU core(s): the ranks will compete for cores and run slower than fewer would.");
   }
   p.ddp = ddp_options(options, type, spec);
+  if (!options.ddp_comm_hook.empty() && p.strategy.rfind("ddp", 0) != 0) {
+    // Lightning takes a hook only in DDPStrategy's constructor; a flag given to another strategy would be ignored.
+    p.warnings.push_back("ddp.comm_hook='" + options.ddp_comm_hook + "' has no effect: the strategy is " + p.strategy +
+                         ", and communication hooks apply to the ddp strategies only. Use strategy='ddp' (or "
+                         "ddp_spawn) with several devices, or drop ddp.comm_hook.");
+  }
 
   // 5. Precision on this accelerator (a plug-in object is taken as it is).
   p.precision = precision_object ? precision : fit_precision(precision, type, hw, p.warnings);

@@ -302,6 +302,20 @@ TEST(StrategyChoice, DataParallelOnCpuRunsDdpWithAWarning) {
   EXPECT_TRUE(mentions(p.warnings[0], {"dp", "CUDA", "ddp"}));
 }
 
+TEST(StrategyChoice, ACommHookOnAStrategyOutsideTheDdpFamilyWarnsThatItHasNoEffect) {
+  TrainerOptions o = options({.devices = "1"});
+  o.ddp_comm_hook = "fp16";
+  const Plan single = AcceleratorConnector(o, Environ(), cpu_only()).plan();
+  EXPECT_EQ(single.strategy, "single_device");
+  ASSERT_EQ(single.warnings.size(), 1u);
+  EXPECT_TRUE(mentions(single.warnings[0], {"ddp.comm_hook='fp16'", "no effect", "single_device", "strategy='ddp'"}));
+  o = options({.devices = "2", .strategy = "ddp"});
+  o.ddp_comm_hook = "fp16";
+  EXPECT_TRUE(AcceleratorConnector(o, Environ(), cpu_only()).plan().warnings.empty());
+  o.strategy = "ddp_spawn";
+  EXPECT_TRUE(AcceleratorConnector(o, Environ(), cpu_only()).plan().warnings.empty());
+}
+
 TEST(ProcessGroupBackend, ResolvesAutoAndRefusesNcclWithoutCuda) {
   EXPECT_EQ(plan({.devices = "2", .strategy = "ddp"}, cpu_only()).ddp.backend, "gloo");
   EXPECT_TRUE(mentions(plan_error({.devices = "2", .strategy = "ddp", .process_group_backend = "nccl"}, cpu_only()),

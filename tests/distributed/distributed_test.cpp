@@ -440,6 +440,23 @@ TEST(DDPStrategy, SubprocessLauncherStopsTheJobWhenARankDies) {
   expect_job_stopped(r, out, "rank 1 (pid");
 }
 
+// Rank 0 blocked where the failure cannot reach it (here a 60 s sleep in its step; in the field, Gloo's set-up
+// waiting for a rank that died after the rendezvous): the launcher's monitor ends it 5 s after the report.
+TEST(DDPStrategy, SubprocessLauncherEndsARankZeroThatStaysBlockedAfterARankDied) {
+  const std::string out = out_prefix("kill_blocked");
+  const Outcome r = run(train(out, "--strategy ddp --devices 2 --steps 100000 --samples 6400 --die-rank 1 --die-step 2 "
+                                   "--stall-rank-in-step 0 --stall-seconds 60"));
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_TRUE(volt::testing::contains(r.output, "rank 1 (pid")) << r.output;
+  EXPECT_TRUE(volt::testing::contains(r.output, "SIGKILL")) << r.output;
+  EXPECT_TRUE(volt::testing::contains(r.output, "volt: rank 0 (pid ")) << r.output;
+  EXPECT_TRUE(volt::testing::contains(r.output, "is still inside its stage 5 s after that failure")) << r.output;
+  EXPECT_TRUE(volt::testing::contains(r.output, "no process of the job is left behind")) << r.output;
+  EXPECT_GT(r.seconds, 4.0) << "the grace period";
+  EXPECT_LT(r.seconds, 20.0) << "rank 0 would sleep 60 s";
+  EXPECT_TRUE(processes_with(out).empty()) << processes_with(out).front();
+}
+
 TEST(DDPSpawnStrategy, AWorkerDyingFailsTheParentWithItsReport) {
   const std::string out = out_prefix("kill_spawn");
   const Outcome r =

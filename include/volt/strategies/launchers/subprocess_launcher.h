@@ -17,7 +17,11 @@ namespace volt::strategies::launchers {
 /// A monitor thread watches the other ranks. When one fails it stops the others and keeps
 /// the report; this rank's pending collective then fails at once (their sockets closed),
 /// and the strategy raises the report (raise_if_a_rank_failed) as a DistributedError that
-/// the Trainer reports and the program's own main turns into its exit code.
+/// the Trainer reports and the program's own main turns into its exit code. Where this rank
+/// is blocked in a wait that cannot be interrupted (c10d's set-up of the process group
+/// waiting for a connection from the dead rank), it has 5 s to take notice; then the
+/// monitor ends the process with exit code 1 after saying so, as Lightning's observer ends
+/// its main process, so that no process of the job is left behind.
 class SubprocessLauncher : public Launcher {
  public:
   /// `environment`: the job's layout (MASTER_ADDR/PORT, this node's rank, the world size);
