@@ -13,4 +13,6 @@
 #include "volt/data/text/byte_tokenizer.h"
 #include "volt/data/text/char_tokenizer.h"
 #include "volt/data/text/sentencepiece_tokenizer.h"
+#include "volt/data/text/token_file.h"
+#include "volt/data/text/token_window_dataset.h"
 #include "volt/data/text/tokenizer.h"
