@@ -134,6 +134,15 @@ TEST(TokenWindowDataset, TokenFileIsWrittenOnceAndAgainOnlyWhenCorpusOrTokenizer
     volt::data::write_token_file(dir / "big.txt", chars, dir / ("big" + std::to_string(threads) + ".tok"), t);
   }
   EXPECT_EQ(read(dir / "big1.tok"), read(dir / "big3.tok"));
+  // More threads than lines or bytes: nothing lost, nothing doubled.
+  for (const std::string tiny : {"x", "a\nb\nc", "\n\n\n"}) {
+    write(dir / "tiny.txt", tiny);
+    volt::data::TokenFileOptions t;
+    t.num_threads = 8;
+    EXPECT_EQ(volt::data::write_token_file(dir / "tiny.txt", bytes, dir / "tiny.tok", t).tokens,
+              static_cast<int64_t>(tiny.size()));
+    EXPECT_EQ(read(dir / "tiny.tok").substr(64).size(), 2 * tiny.size());
+  }
   // Nothing but the token files and corpora: no temporary file left.
   for (const auto& entry : fs::directory_iterator(dir.path()))
     EXPECT_EQ(entry.path().string().find(".tmp-"), std::string::npos) << entry.path();

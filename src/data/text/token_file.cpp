@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <algorithm>
 #include <filesystem>
 #include <thread>
 #include <vector>
@@ -159,7 +160,8 @@ TokenFileInfo write_token_file(const std::string& corpus, const Tokenizer& token
     const size_t block_end = line_end_after(std::min(text.size(), block + kBlockBytes) - 1);
     std::vector<size_t> cuts{block};
     for (size_t t = 1; t < threads; ++t) {
-      cuts.push_back(std::max(cuts.back(), line_end_after(block + (block_end - block) * t / threads - 1)));
+      const size_t guess = block + (block_end - block) * t / threads;
+      cuts.push_back(std::clamp(guess > block ? line_end_after(guess - 1) : block, cuts.back(), block_end));
     }
     cuts.push_back(block_end);
     for (auto& p : parts) p.clear();
