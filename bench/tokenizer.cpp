@@ -134,8 +134,7 @@ std::string prepare_corpus(const Args& a, const fs::path& dir) {
   } else if (fs::exists("/usr/share/games/fortunes/literature")) {
     text = read("/usr/share/games/fortunes/literature");
   } else {
-    throw volt::ConfigError(
-        "no corpus: pass --corpus FILE, or install bible-kjv and bible-kjv-text (or fortunes).");
+    throw volt::ConfigError("no corpus: pass --corpus FILE, or install bible-kjv and bible-kjv-text (or fortunes).");
   }
   if (a.max_bytes > 0 && static_cast<int64_t>(text.size()) > a.max_bytes) {
     const size_t nl = text.rfind('\n', static_cast<size_t>(a.max_bytes));

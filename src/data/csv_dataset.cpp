@@ -31,7 +31,9 @@ struct Record {
   std::vector<Field> fields;
 };
 
-std::string quoted_path(const std::string& path) { return "'" + path + "'"; }
+std::string quoted_path(const std::string& path) {
+  return "'" + path + "'";
+}
 
 std::string show(std::string_view text) {
   constexpr size_t kMax = 40;
@@ -64,8 +66,7 @@ std::string read_whole_file(const std::string& path) {
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    throw DataError("CsvDataset: the file " + quoted_path(path) + " cannot be opened: " + std::strerror(errno) +
-                    ".");
+    throw DataError("CsvDataset: the file " + quoted_path(path) + " cannot be opened: " + std::strerror(errno) + ".");
   }
   std::ostringstream buffer;
   buffer << in.rdbuf();
@@ -161,9 +162,12 @@ std::string_view strip_spaces(std::string_view s) {
 
 const char* type_name(ColumnType type) {
   switch (type) {
-    case ColumnType::kFloat: return "float";
-    case ColumnType::kInt: return "int";
-    case ColumnType::kCategory: return "category";
+    case ColumnType::kFloat:
+      return "float";
+    case ColumnType::kInt:
+      return "int";
+    case ColumnType::kCategory:
+      return "category";
   }
   return "?";
 }
@@ -265,9 +269,7 @@ CsvDataset::CsvDataset(std::string path, CsvOptions options) : path_(std::move(p
     c.name = name;
     c.index = column_index(name, "column");
     auto type = options.column_types.find(name);
-    c.type = type != options.column_types.end() ? type->second
-             : is_target                        ? options.target_type
-                                                : ColumnType::kFloat;
+    c.type = type != options.column_types.end() ? type->second : is_target ? options.target_type : ColumnType::kFloat;
     auto fill = options.fill_values.find(name);
     c.fill = fill != options.fill_values.end() ? std::optional<double>(fill->second) : options.fill_value;
     if (c.fill && c.type != ColumnType::kFloat && std::nearbyint(*c.fill) != *c.fill) {
@@ -301,8 +303,8 @@ CsvDataset::CsvDataset(std::string path, CsvOptions options) : path_(std::move(p
   auto is_missing = [&](std::string_view text) { return missing.count(std::string(text)) > 0; };
   auto missing_error = [&](const Record& record, const Column& c, const Field& f) {
     return DataError(where(record, c) + " has no value (" + show(f.text) +
-                     "). Fill the field, drop the record, or set CsvOptions::fill_value (or fill_values['" +
-                     c.name + "']) to replace missing values.");
+                     "). Fill the field, drop the record, or set CsvOptions::fill_value (or fill_values['" + c.name +
+                     "']) to replace missing values.");
   };
   // Category codes: the distinct values of the column sorted as byte strings.
   auto category_codes = [&](const Column& c) {
@@ -391,7 +393,8 @@ CsvDataset::CsvDataset(std::string path, CsvOptions options) : path_(std::move(p
     if (c.type == ColumnType::kFloat) {
       targets_ = at::empty({rows}, at::kFloat);
       float* t = targets_.data_ptr<float>();
-      for (size_t r = first_data; r < records.size(); ++r) t[r - first_data] = static_cast<float>(parse_double(records[r], c));
+      for (size_t r = first_data; r < records.size(); ++r)
+        t[r - first_data] = static_cast<float>(parse_double(records[r], c));
     } else {
       targets_ = at::empty({rows}, at::kLong);
       int64_t* t = targets_.data_ptr<int64_t>();
@@ -416,9 +419,13 @@ CsvDataset::CsvDataset(std::string path, CsvOptions options) : path_(std::move(p
   rows_ = std::make_shared<TensorDataset>(std::move(tensors));
 }
 
-Batch CsvDataset::get(int64_t index) const { return rows_->get(index); }
+Batch CsvDataset::get(int64_t index) const {
+  return rows_->get(index);
+}
 
-Batch CsvDataset::get_batch(const std::vector<int64_t>& indices) const { return rows_->get_batch(indices); }
+Batch CsvDataset::get_batch(const std::vector<int64_t>& indices) const {
+  return rows_->get_batch(indices);
+}
 
 const std::vector<std::string>& CsvDataset::categories(const std::string& column) const {
   auto it = categories_.find(column);
@@ -426,8 +433,8 @@ const std::vector<std::string>& CsvDataset::categories(const std::string& column
     std::vector<std::string> names;
     for (const auto& [name, values] : categories_) (void)values, names.push_back(name);
     throw ConfigError("CsvDataset::categories: '" + column + "' is not a selected category column of " +
-                      quoted_path(path_) + (names.empty() ? std::string(" (it has none)") : ". Those are " + list_names(names)) +
-                      ".");
+                      quoted_path(path_) +
+                      (names.empty() ? std::string(" (it has none)") : ". Those are " + list_names(names)) + ".");
   }
   return it->second;
 }

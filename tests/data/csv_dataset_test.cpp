@@ -17,13 +17,14 @@ using volt::data::CsvDataset;
 using volt::data::CsvOptions;
 using volt::testing::TempDir;
 
-void write(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
+void write(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
 
 // Every value of `ds` equals what pandas.read_csv reads from the same file with the same selection.
 void expect_equal_to_pandas(const CsvDataset& ds, const nlohmann::json& spec) {
-  const nlohmann::json ref =
-      volt::testing::run_text_reference("csv " + volt::testing::shell_quote(ds.path()) + " " +
-                                        volt::testing::shell_quote(spec.dump()));
+  const nlohmann::json ref = volt::testing::run_text_reference("csv " + volt::testing::shell_quote(ds.path()) + " " +
+                                                               volt::testing::shell_quote(spec.dump()));
   EXPECT_EQ(ds.columns(), ref["columns"].get<std::vector<std::string>>());
   const auto& rows = ref["features"];
   ASSERT_EQ(ds.size(), static_cast<int64_t>(rows.size()));
@@ -96,10 +97,8 @@ TEST(CsvDataset, ValuesEqualPandasReadCsvOnTheSameFile) {
   CsvDataset animals(dir / "animals.tsv", headerless);
   EXPECT_EQ(animals.columns(), (std::vector<std::string>{"0", "1", "2"}));
   EXPECT_EQ(animals.targets().scalar_type(), at::kLong);
-  expect_equal_to_pandas(animals, {{"sep", "\t"},
-                                   {"header", false},
-                                   {"target", "2"},
-                                   {"types", {{"2", "category"}, {"1", "int"}}}});
+  expect_equal_to_pandas(
+      animals, {{"sep", "\t"}, {"header", false}, {"target", "2"}, {"types", {{"2", "category"}, {"1", "int"}}}});
 
   // A semicolon-separated file with decimals that round differently to float32.
   std::string semi = "x;y\n";

@@ -30,7 +30,9 @@ using volt::data::TokenWindowDataset;
 using volt::data::TokenWindowOptions;
 using volt::testing::TempDir;
 
-void write(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
+void write(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
 
 std::string read(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -168,8 +170,9 @@ TEST(TokenWindowDataset, RefusesShortCorpusMissingFilesAndTokenFilesOfTheWrongSi
   e = error_of([&] { TokenWindowDataset t(dir / "absent.tok", 4); });
   EXPECT_NE(e.find("the token file '" + (dir / "absent.tok") + "' does not exist"), std::string::npos) << e;
   o.context = 0;
-  EXPECT_NE(error_of([&] { TokenWindowDataset::from_corpus(dir / "short.txt", bytes, dir / "s.tok", o); })
-                .find("context must be at least 1"),
+  EXPECT_NE(error_of([&] {
+              TokenWindowDataset::from_corpus(dir / "short.txt", bytes, dir / "s.tok", o);
+            }).find("context must be at least 1"),
             std::string::npos);
 
   // A good file, then damaged copies of it.
@@ -228,9 +231,9 @@ TEST(TokenWindowDataset, LargeVocabulariesGetUint32TokensAndUint16IsRefusedForTh
   EXPECT_NE(e.find("a vocabulary of 70256 ids does not fit in uint16 tokens"), std::string::npos) << e;
   narrow.append_eos = true;
   narrow.dtype = TokenDtype::kAuto;
-  EXPECT_NE(error_of([&] { volt::data::write_token_file(dir / "c.txt", wide, dir / "n.tok", narrow); })
-                .find("has no eos id"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of([&] { volt::data::write_token_file(dir / "c.txt", wide, dir / "n.tok", narrow); }).find("has no eos id"),
+      std::string::npos);
 }
 
 // The King James Bible as Debian's bible-kjv prints it from bible-kjv-text's /usr/lib/bible.data (a compressed
@@ -262,8 +265,8 @@ TEST(TokenWindowDataset, KingJamesBibleThroughSentencePieceHasPythonsTokenIds) {
   o.token_file.num_threads = 2;
   auto ds = TokenWindowDataset::from_corpus(dir / "kjv.txt", sp, dir / "kjv.tok", o);
   const TokenFile& tokens = ds->tokens();
-  std::cout << "King James Bible: " << fs::file_size(dir / "kjv.txt") << " bytes, " << tokens.size()
-            << " tokens, " << ds->size() << " windows\n";
+  std::cout << "King James Bible: " << fs::file_size(dir / "kjv.txt") << " bytes, " << tokens.size() << " tokens, "
+            << ds->size() << " windows\n";
   EXPECT_GT(tokens.size(), 900000);
   EXPECT_EQ(ds->size(), (tokens.size() - 257) / 128 + 1);
   EXPECT_EQ(sp.decode(ids_of(ds->get(0)[0])).rfind("Genesis 1 1 In the beginning God created the heaven", 0), 0u)

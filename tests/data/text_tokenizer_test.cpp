@@ -24,7 +24,9 @@ using volt::data::SentencePieceTokenizer;
 using volt::data::SentencePieceTrainOptions;
 using volt::testing::TempDir;
 
-void write(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
+void write(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
 
 std::string error_of(const std::function<void()>& fn) {
   try {
@@ -54,7 +56,10 @@ TEST(ByteTokenizer, EncodesBytesAndDecodesBackWithSpecialsAfterThem) {
 
 TEST(CharTokenizer, VocabularyIsTheCorpusCharactersSortedWithUnkAndSpecialsAfter) {
   // "é" is U+00E9, "ö" U+00F6, "€" U+20AC, "𝄞" U+1D11E (four bytes).
-  const std::string corpus = "b\xC3\xA9" "a \xE2\x82\xAC\xF0\x9D\x84\x9E" "a\n\xC3\xB6";
+  const std::string corpus =
+      "b\xC3\xA9"
+      "a \xE2\x82\xAC\xF0\x9D\x84\x9E"
+      "a\n\xC3\xB6";
   const CharTokenizer t = CharTokenizer::from_text(corpus);
   EXPECT_EQ(t.characters(), (std::vector<char32_t>{U'\n', U' ', U'a', U'b', 0xE9, 0xF6, 0x20AC, 0x1D11E}));
   EXPECT_EQ(t.vocab_size(), 12);
@@ -62,7 +67,9 @@ TEST(CharTokenizer, VocabularyIsTheCorpusCharactersSortedWithUnkAndSpecialsAfter
   EXPECT_EQ(t.special_ids().bos, 9);
   EXPECT_EQ(t.special_ids().eos, 10);
   EXPECT_EQ(t.special_ids().pad, 11);
-  EXPECT_EQ(t.encode("ab\xE2\x82\xAC" "z"), (std::vector<int64_t>{2, 3, 6, 8}));  // z is not in the corpus
+  EXPECT_EQ(t.encode("ab\xE2\x82\xAC"
+                     "z"),
+            (std::vector<int64_t>{2, 3, 6, 8}));  // z is not in the corpus
   EXPECT_EQ(t.decode(t.encode(corpus)), corpus);
   EXPECT_EQ(t.decode({9, 2, 8, 10, 11}), "a\xEF\xBF\xBD");  // unk shows as U+FFFD, specials as nothing
   EXPECT_NE(error_of([&] { t.decode({12}); }).find("id 12 at position 0 is outside the vocabulary (0..11"),
@@ -108,8 +115,8 @@ std::string small_corpus() {
     return text;
   }
   std::string text;
-  const char* words[] = {"the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "and", "runs",
-                         "away", "from", "hunter", "who", "never", "sleeps", "in", "winter", "night", "sky"};
+  const char* words[] = {"the",  "quick", "brown",  "fox", "jumps", "over",   "lazy", "dog",    "and",   "runs",
+                         "away", "from",  "hunter", "who", "never", "sleeps", "in",   "winter", "night", "sky"};
   uint64_t x = 12345;
   for (int line = 0; line < 3000; ++line) {
     for (int w = 0; w < 12; ++w) {
@@ -166,8 +173,8 @@ TEST(SentencePieceTokenizer, TrainedUnigramAndBpeModelsEncodeAsPythonSentencepie
       std::cout << "[  SKIPPED ] the comparison with Python: " << why << "\n";
       continue;
     }
-    const nlohmann::json ref = volt::testing::run_text_reference(
-        "spm " + volt::testing::shell_quote(o.model_file) + " " + volt::testing::shell_quote(dir / "probe.txt"));
+    const nlohmann::json ref = volt::testing::run_text_reference("spm " + volt::testing::shell_quote(o.model_file) +
+                                                                 " " + volt::testing::shell_quote(dir / "probe.txt"));
     ASSERT_EQ(ref["ids"].size(), ours.size());
     for (size_t i = 0; i < ours.size(); ++i) {
       EXPECT_EQ(ours[i], ref["ids"][i].get<std::vector<int64_t>>()) << "line " << i;
@@ -221,8 +228,7 @@ TEST(SentencePieceTokenizer, RefusesBadTrainingOptionsAndFilesThatAreNotModels) 
   EXPECT_NE(train_error([](auto& o) { o.eos_id = 20; }).find("eos_id 20 is outside the vocabulary (0..19"),
             std::string::npos);
   EXPECT_NE(train_error([](auto& o) { o.character_coverage = 0; }).find("character_coverage"), std::string::npos);
-  EXPECT_NE(train_error([&](auto& o) { o.model_file = dir / "no/m.model"; }).find("does not exist"),
-            std::string::npos);
+  EXPECT_NE(train_error([&](auto& o) { o.model_file = dir / "no/m.model"; }).find("does not exist"), std::string::npos);
   // More pieces than two lines can give: SentencePiece's own refusal, as an error, not an abort.
   const std::string e = train_error([](auto& o) { o.vocab_size = 5000; });
   EXPECT_NE(e.find("SentencePiece refused to train a unigram model of vocab_size 5000"), std::string::npos) << e;

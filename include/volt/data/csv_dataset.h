@@ -44,10 +44,9 @@ struct CsvOptions {
   ColumnType target_type = ColumnType::kInt;
   /// Field texts that mean "no value" (compared exactly, after removing surrounding spaces of
   /// numeric fields). The default is pandas' default na_values list.
-  std::vector<std::string> missing_values = {"",     "#N/A", "#N/A N/A", "#NA",    "-1.#IND", "-1.#QNAN",
-                                             "-NaN", "-nan", "1.#IND",   "1.#QNAN", "<NA>",    "N/A",
-                                             "NA",   "NULL", "NaN",      "None",   "n/a",     "nan",
-                                             "null"};
+  std::vector<std::string> missing_values = {"",     "#N/A",   "#N/A N/A", "#NA",  "-1.#IND", "-1.#QNAN", "-NaN",
+                                             "-nan", "1.#IND", "1.#QNAN",  "<NA>", "N/A",     "NA",       "NULL",
+                                             "NaN",  "None",   "n/a",      "nan",  "null"};
   /// A missing value in a selected column is replaced by this value (for a category column: the
   /// code, e.g. -1 as pandas' codes have it). Unset: a missing value is a DataError naming the
   /// file, line and column.

@@ -20,8 +20,8 @@ void for_each_code_point(std::string_view text, const std::string& where, Fn&& f
     const size_t at = pos;
     const int32_t cp = detail::next_code_point(text, &pos);
     if (cp < 0) {
-      throw DataError("CharTokenizer: " + where + " is not valid UTF-8 at byte " + std::to_string(at) +
-                      " (byte 0x" + detail::hex64(static_cast<unsigned char>(text[at])).substr(14) +
+      throw DataError("CharTokenizer: " + where + " is not valid UTF-8 at byte " + std::to_string(at) + " (byte 0x" +
+                      detail::hex64(static_cast<unsigned char>(text[at])).substr(14) +
                       "). Convert it to UTF-8 (e.g. iconv -f latin1 -t utf-8), or use ByteTokenizer, which takes "
                       "any bytes.");
     }
@@ -69,8 +69,8 @@ CharTokenizer::CharTokenizer(std::vector<char32_t> characters) : characters_(std
     }
     if (i > 0 && characters_[i] <= characters_[i - 1]) {
       throw ConfigError("CharTokenizer: the characters must be sorted by code point without repeats; character " +
-                        std::to_string(i) + " (U+" + detail::hex64(characters_[i]).substr(8) +
-                        ") does not follow U+" + detail::hex64(characters_[i - 1]).substr(8) + ".");
+                        std::to_string(i) + " (U+" + detail::hex64(characters_[i]).substr(8) + ") does not follow U+" +
+                        detail::hex64(characters_[i - 1]).substr(8) + ".");
     }
   }
   ascii_.fill(-1);
@@ -119,8 +119,8 @@ std::string CharTokenizer::decode(const std::vector<int64_t>& ids) const {
       detail::append_utf8(U'\uFFFD', &text);  // unk: the replacement character, as decoders show lost text
     } else if (id < 0 || id >= vocab_size()) {
       throw DataError("CharTokenizer::decode: id " + std::to_string(id) + " at position " + std::to_string(i) +
-                      " is outside the vocabulary (0.." + std::to_string(vocab_size() - 1) + ": " +
-                      std::to_string(k) + " characters, then unk, bos, eos, pad).");
+                      " is outside the vocabulary (0.." + std::to_string(vocab_size() - 1) + ": " + std::to_string(k) +
+                      " characters, then unk, bos, eos, pad).");
     }
   }
   return text;

@@ -58,10 +58,12 @@ const SentencePieceApi* sentencepiece_api(std::string* why) {
       api = table;  // kept open for the life of the process
       return;
     }
-    error = "SentencePiece is not available: Volt's SentencePiece module (libvolt_sentencepiece.so, built when "
-            "Debian's libsentencepiece-dev is installed) could not be loaded. Tried:" + tried +
-            "\nInstall libsentencepiece-dev (apt-get install libsentencepiece-dev), configure and build Volt again, "
-            "or point VOLT_SENTENCEPIECE_MODULE at the module.";
+    error =
+        "SentencePiece is not available: Volt's SentencePiece module (libvolt_sentencepiece.so, built when "
+        "Debian's libsentencepiece-dev is installed) could not be loaded. Tried:" +
+        tried +
+        "\nInstall libsentencepiece-dev (apt-get install libsentencepiece-dev), configure and build Volt again, "
+        "or point VOLT_SENTENCEPIECE_MODULE at the module.";
   });
   if (api == nullptr && why != nullptr) *why = error;
   return api;
@@ -97,7 +99,7 @@ SentencePieceTokenizer::SentencePieceTokenizer(std::string model_file, std::shar
 }
 
 std::shared_ptr<const SentencePieceTokenizer::Impl> SentencePieceTokenizer::load_model(const std::string& model_file,
-                                                                                        const std::string& bytes) {
+                                                                                       const std::string& bytes) {
   auto impl = std::make_shared<Impl>();
   impl->api = &require_api();
   std::string error;
@@ -110,7 +112,9 @@ std::shared_ptr<const SentencePieceTokenizer::Impl> SentencePieceTokenizer::load
   return impl;
 }
 
-bool SentencePieceTokenizer::available() { return sentencepiece_api(nullptr) != nullptr; }
+bool SentencePieceTokenizer::available() {
+  return sentencepiece_api(nullptr) != nullptr;
+}
 
 SentencePieceTokenizer SentencePieceTokenizer::train(const SentencePieceTrainOptions& o) {
   namespace fs = std::filesystem;
@@ -154,13 +158,13 @@ SentencePieceTokenizer SentencePieceTokenizer::train(const SentencePieceTrainOpt
   if (o.unk_id < 0) throw ConfigError(where + "unk_id must be an id (SentencePiece always has unk), got -1.");
   for (size_t i = 0; i < 4; ++i) {
     if (ids[i].second < -1 || ids[i].second >= o.vocab_size) {
-      throw ConfigError(where + ids[i].first + " " + std::to_string(ids[i].second) +
-                        " is outside the vocabulary (0.." + std::to_string(o.vocab_size - 1) + ", or -1 for none).");
+      throw ConfigError(where + ids[i].first + " " + std::to_string(ids[i].second) + " is outside the vocabulary (0.." +
+                        std::to_string(o.vocab_size - 1) + ", or -1 for none).");
     }
     for (size_t j = 0; j < i; ++j) {
       if (ids[i].second >= 0 && ids[i].second == ids[j].second) {
-        throw ConfigError(where + ids[j].first + " and " + ids[i].first + " are both " +
-                          std::to_string(ids[i].second) + "; give each special token its own id (or -1).");
+        throw ConfigError(where + ids[j].first + " and " + ids[i].first + " are both " + std::to_string(ids[i].second) +
+                          "; give each special token its own id (or -1).");
       }
     }
   }
@@ -221,7 +225,9 @@ std::string SentencePieceTokenizer::decode(const std::vector<int64_t>& ids) cons
   return text;
 }
 
-int64_t SentencePieceTokenizer::vocab_size() const { return impl_->api->piece_size(impl_->processor); }
+int64_t SentencePieceTokenizer::vocab_size() const {
+  return impl_->api->piece_size(impl_->processor);
+}
 
 SpecialIds SentencePieceTokenizer::special_ids() const {
   const auto& a = *impl_->api;
@@ -229,15 +235,16 @@ SpecialIds SentencePieceTokenizer::special_ids() const {
           a.special_id(impl_->processor, 3)};
 }
 
-std::string SentencePieceTokenizer::fingerprint() const { return impl_->fingerprint; }
+std::string SentencePieceTokenizer::fingerprint() const {
+  return impl_->fingerprint;
+}
 
 std::string SentencePieceTokenizer::id_to_piece(int64_t id) const {
   if (id < 0 || id >= vocab_size()) {
-    throw DataError("SentencePieceTokenizer::id_to_piece: id " + std::to_string(id) + " is outside the vocabulary (0.." +
-                    std::to_string(vocab_size() - 1) + ").");
+    throw DataError("SentencePieceTokenizer::id_to_piece: id " + std::to_string(id) +
+                    " is outside the vocabulary (0.." + std::to_string(vocab_size() - 1) + ").");
   }
   return impl_->api->id_to_piece(impl_->processor, static_cast<int>(id));
 }
-
 
 }  // namespace volt::data

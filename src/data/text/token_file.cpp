@@ -5,9 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <algorithm>
 #include <filesystem>
 #include <thread>
 #include <vector>
@@ -81,16 +81,21 @@ void map_file(const std::string& path, const std::string& what, Mapping* m) {
 
 int token_bytes_for(TokenDtype dtype, int64_t vocab_size) {
   switch (dtype) {
-    case TokenDtype::kUInt16: return 2;
-    case TokenDtype::kUInt32: return 4;
-    case TokenDtype::kAuto: break;
+    case TokenDtype::kUInt16:
+      return 2;
+    case TokenDtype::kUInt32:
+      return 4;
+    case TokenDtype::kAuto:
+      break;
   }
   return vocab_size <= 65536 ? 2 : 4;
 }
 
 }  // namespace
 
-uint64_t tokenizer_hash(const Tokenizer& tokenizer) { return detail::fnv1a64(tokenizer.fingerprint()); }
+uint64_t tokenizer_hash(const Tokenizer& tokenizer) {
+  return detail::fnv1a64(tokenizer.fingerprint());
+}
 
 uint64_t corpus_hash(const std::string& corpus) {
   Mapping m;
@@ -222,8 +227,9 @@ TokenFile::TokenFile(std::string path) : path_(std::move(path)) {
   auto mapping = std::make_unique<Mapping>();
   map_file(path_, "token file", mapping.get());
   const std::string where = "TokenFile: '" + path_ + "' ";
-  const std::string rewrite = " Delete it and write it again with write_token_file (TokenWindowDataset::from_corpus "
-                              "does that when the file is absent).";
+  const std::string rewrite =
+      " Delete it and write it again with write_token_file (TokenWindowDataset::from_corpus "
+      "does that when the file is absent).";
   if (mapping->bytes < kHeaderBytes) {
     throw DataError(where + "has " + std::to_string(mapping->bytes) + " bytes, fewer than the " +
                     std::to_string(kHeaderBytes) + "-byte header: it is truncated or not a token file." + rewrite);
@@ -239,9 +245,11 @@ TokenFile::TokenFile(std::string path) : path_(std::move(path)) {
   }
   const uint64_t expected = kHeaderBytes + header.tokens * header.token_bytes;
   if (header.tokens > (uint64_t{1} << 60) || expected != mapping->bytes) {
-    throw DataError(where + "has the wrong size: " + std::to_string(mapping->bytes) + " bytes, but its header "
-                    "announces " + std::to_string(header.tokens) + " tokens of " + std::to_string(header.token_bytes) +
-                    " bytes (" + std::to_string(kHeaderBytes) + " + " + std::to_string(header.tokens) + " x " +
+    throw DataError(where + "has the wrong size: " + std::to_string(mapping->bytes) +
+                    " bytes, but its header "
+                    "announces " +
+                    std::to_string(header.tokens) + " tokens of " + std::to_string(header.token_bytes) + " bytes (" +
+                    std::to_string(kHeaderBytes) + " + " + std::to_string(header.tokens) + " x " +
                     std::to_string(header.token_bytes) + " = " + std::to_string(expected) +
                     " bytes): it was truncated or appended to." + rewrite);
   }

@@ -20,7 +20,9 @@ void* load(const std::string& serialized, std::string* error) {
   return p;
 }
 
-void destroy(void* p) { delete static_cast<SentencePieceProcessor*>(p); }
+void destroy(void* p) {
+  delete static_cast<SentencePieceProcessor*>(p);
+}
 
 bool encode(const void* p, std::string_view text, std::vector<int>* ids, std::string* error) {
   const auto status = static_cast<const SentencePieceProcessor*>(p)->Encode(text, ids);
@@ -34,19 +36,27 @@ bool decode(const void* p, const std::vector<int>& ids, std::string* text, std::
   return status.ok();
 }
 
-int piece_size(const void* p) { return static_cast<const SentencePieceProcessor*>(p)->GetPieceSize(); }
+int piece_size(const void* p) {
+  return static_cast<const SentencePieceProcessor*>(p)->GetPieceSize();
+}
 
 int special_id(const void* p, int which) {
   const auto* sp = static_cast<const SentencePieceProcessor*>(p);
   switch (which) {
-    case 0: return sp->unk_id();
-    case 1: return sp->bos_id();
-    case 2: return sp->eos_id();
-    default: return sp->pad_id();
+    case 0:
+      return sp->unk_id();
+    case 1:
+      return sp->bos_id();
+    case 2:
+      return sp->eos_id();
+    default:
+      return sp->pad_id();
   }
 }
 
-std::string id_to_piece(const void* p, int id) { return static_cast<const SentencePieceProcessor*>(p)->IdToPiece(id); }
+std::string id_to_piece(const void* p, int id) {
+  return static_cast<const SentencePieceProcessor*>(p)->IdToPiece(id);
+}
 
 bool train(const std::unordered_map<std::string, std::string>& flags, std::string* model, std::string* error) {
   const auto status = sentencepiece::SentencePieceTrainer::Train(flags, nullptr, model);
