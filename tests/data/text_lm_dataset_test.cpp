@@ -14,6 +14,7 @@
 #include "data/text_reference.h"
 #include "support/temp_dir.h"
 #include "volt/core/error.h"
+#include "volt/data/dataloader.h"
 #include "volt/data/text/byte_tokenizer.h"
 #include "volt/data/text/char_tokenizer.h"
 #include "volt/data/text/sentencepiece_tokenizer.h"
@@ -200,6 +201,41 @@ TEST(TokenWindowDataset, RefusesShortCorpusMissingFilesAndTokenFilesOfTheWrongSi
   o.context = 4;
   e = error_of([&] { TokenWindowDataset::from_corpus(dir / "c.txt", bytes, dir / "cut.tok", o); });
   EXPECT_NE(e.find("has the wrong size"), std::string::npos) << e;
+}
+
+TEST(TokenWindowDataset, LoaderWorkersShareTheMappedFileAndGiveTheSameBatches) {
+  TempDir dir;
+  std::string text;
+  for (int i = 0; i < 400; ++i) text += "line " + std::to_string(i * 7919 % 1000) + " of the corpus\n";
+  write(dir / "c.txt", text);
+  TokenWindowOptions o;
+  o.context = 16;
+  o.stride = 5;
+  const auto ds = TokenWindowDataset::from_corpus(dir / "c.txt", ByteTokenizer(), dir / "c.tok", o);
+  std::vector<std::vector<at::Tensor>> passes;
+  for (int64_t workers : {0, 2, 3}) {
+    volt::data::DataLoaderOptions lo;
+    lo.batch_size = 7;
+    lo.shuffle = true;
+    lo.seed = 5;
+    lo.num_workers = workers;
+    volt::data::DataLoader loader(ds, lo);
+    auto stream = loader.stream();
+    std::vector<at::Tensor> pass;
+    while (auto batch = stream->next()) {
+      ASSERT_EQ(batch->size(), 2u);
+      // Every target row is its input row shifted by one token of the corpus.
+      EXPECT_TRUE(at::equal((*batch)[0].narrow(1, 1, 15), (*batch)[1].narrow(1, 0, 15)));
+      pass.push_back((*batch)[0]);
+      pass.push_back((*batch)[1]);
+    }
+    EXPECT_EQ(static_cast<int64_t>(pass.size()), 2 * loader.num_batches());
+    passes.push_back(std::move(pass));
+  }
+  for (size_t w = 1; w < passes.size(); ++w) {
+    ASSERT_EQ(passes[w].size(), passes[0].size());
+    for (size_t i = 0; i < passes[0].size(); ++i) EXPECT_TRUE(at::equal(passes[w][i], passes[0][i])) << w << " " << i;
+  }
 }
 
 // A vocabulary larger than uint16 holds.
