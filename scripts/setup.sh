@@ -28,6 +28,7 @@ packages=(
   python3-yaml python3-tqdm python3-fsspec python3-packaging python3-typing-extensions
   clang-14 libclang-rt-14-dev
   python3-pil python3-torchvision
+  libsentencepiece-dev python3-sentencepiece sentencepiece python3-pandas bible-kjv bible-kjv-text
 )
 # Node.js and npm run the browser tests of `volt ui` (tests/ui/e2e). A machine may already have them from
 # elsewhere (NodeSource's nodejs bundles npm and conflicts with Debian's npm package): only install when absent.

@@ -17,6 +17,7 @@ packages=(libtorch-dev libgloo-dev g++ cmake make ninja-build libyaml-cpp-dev nl
           libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev libpng-dev libjpeg62-turbo-dev ccache dataset-fashion-mnist
           libcpp-httplib-dev pkgconf libkainjow-mustache-dev python3 node-prismjs python3-torch
           python3-pil python3-torchvision
+          libsentencepiece-dev python3-sentencepiece sentencepiece python3-pandas bible-kjv bible-kjv-text
           python3-numpy python3-yaml python3-tqdm python3-fsspec python3-packaging python3-typing-extensions xz-utils)
 in_chroot=(/usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 "CCACHE_BASEDIR=$src"
            DEBIAN_FRONTEND=noninteractive)

@@ -1,5 +1,6 @@
 #pragma once
 /// Every public header of volt/data/.
+#include "volt/data/csv_dataset.h"
 #include "volt/data/dataloader.h"
 #include "volt/data/datamodule.h"
 #include "volt/data/dataset.h"
@@ -9,3 +10,9 @@
 #include "volt/data/image/transforms.h"
 #include "volt/data/mnist_datamodule.h"
 #include "volt/data/sampler.h"
+#include "volt/data/text/byte_tokenizer.h"
+#include "volt/data/text/char_tokenizer.h"
+#include "volt/data/text/sentencepiece_tokenizer.h"
+#include "volt/data/text/token_file.h"
+#include "volt/data/text/token_window_dataset.h"
+#include "volt/data/text/tokenizer.h"

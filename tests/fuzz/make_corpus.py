@@ -127,4 +127,20 @@ api = {
 }
 for name, request in api.items():
     put("ui_api", name, request)
+# csv: an options byte (see csv_fuzz.cpp), then the file.
+put("csv", "header_target_int", b"\x08" + b'a,b,c\n1,2.5,x\n2,-3e2,"y,z"\n3,,"q""r"\n')
+put("csv", "tsv_category_fill", b"\x51" + b"a\tb\r\nred\t1\r\n\tNA\r\nblue\t+2\r\n")
+put("csv", "headerless_semicolon", b"\x06" + b'1;2\n"3";4\n\n5;"6\n"\n')
+put("csv", "category_target_bom", b"\x28" + b"\xef\xbb\xbfa,b\ncat,1\ndog,2\ncat,3\n")
+
+
+# token_file: a byte for context (low 4 bits + 1) and stride (bits 4-5), then the file.
+def token_file(width, ids):
+    fmt = "<%d%s" % (len(ids), "H" if width == 2 else "I")
+    header = b"VOLTTOK1" + struct.pack("<IIQQQQQQ", width, 0, len(ids), 300, 1, 2, 3, 0)
+    return header + struct.pack(fmt, *ids)
+
+
+put("token_file", "uint16", b"\x03" + token_file(2, list(range(20))))
+put("token_file", "uint32_stride", b"\x21" + token_file(4, [70000 + i for i in range(12)]))
 print("wrote the corpus under", CORPUS, file=sys.stderr)

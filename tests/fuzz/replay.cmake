@@ -3,7 +3,7 @@
 # and on every regression input, one ctest per target (label hostile). The libFuzzer build is CMakeLists.txt.
 if(TARGET volt_generator_web)
   set(fuzz_dir ${CMAKE_CURRENT_SOURCE_DIR}/fuzz)
-  set(volt_fuzz_targets cli checkpoint safetensors idx generator_options ui_api)
+  set(volt_fuzz_targets cli checkpoint safetensors idx generator_options ui_api csv token_file)
   set(fuzz_sources ${fuzz_dir}/replay_main.cpp ${fuzz_dir}/fuzz_support.cpp)
   foreach(name ${volt_fuzz_targets})
     list(APPEND fuzz_sources ${fuzz_dir}/${name}_fuzz.cpp)

@@ -14,6 +14,8 @@ int volt_fuzz_cli(const uint8_t* data, size_t size);
 int volt_fuzz_checkpoint(const uint8_t* data, size_t size);
 int volt_fuzz_safetensors(const uint8_t* data, size_t size);
 int volt_fuzz_idx(const uint8_t* data, size_t size);
+int volt_fuzz_csv(const uint8_t* data, size_t size);
+int volt_fuzz_token_file(const uint8_t* data, size_t size);
 int volt_fuzz_generator_options(const uint8_t* data, size_t size);
 int volt_fuzz_ui_api(const uint8_t* data, size_t size);
 
@@ -29,6 +31,8 @@ constexpr Target kTargets[] = {
     {"checkpoint", volt_fuzz_checkpoint},
     {"safetensors", volt_fuzz_safetensors},
     {"idx", volt_fuzz_idx},
+    {"csv", volt_fuzz_csv},
+    {"token_file", volt_fuzz_token_file},
     {"generator_options", volt_fuzz_generator_options},
     {"ui_api", volt_fuzz_ui_api},
 };

@@ -1,6 +1,12 @@
-// A character-level language model with Volt: a small causal transformer over the bytes of a plain
-// text file, trained to predict the next byte; after training it samples text from a prompt.
+// A byte-level language model with Volt: a small causal transformer over the bytes of a plain text file (by
+// default the King James Bible), trained to predict the next byte; after training it samples text from a prompt.
+// The text is tokenized once into a memory-mapped token file (volt::data::TokenWindowDataset), which later runs
+// reuse.
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <limits>
@@ -24,7 +30,9 @@
 
 namespace {
 
-constexpr int64_t kVocab = 256;  // bytes: no vocabulary file needed, any text works
+// Byte tokens (0..255, then bos/eos/pad, unused here): no vocabulary file needed, any text works.
+const volt::data::ByteTokenizer kTokenizer{};
+const int64_t kVocab = kTokenizer.vocab_size();
 
 class CharTransformer : public volt::Module {
  public:
@@ -68,7 +76,7 @@ class CharTransformer : public volt::Module {
   }
 
   /// Continues `prompt` by `length` bytes, drawing each from the softmax at `temperature` over the
-  /// bytes in `allowed` (a [256] bool mask: the bytes of the training text).
+  /// bytes in `allowed` (a [kVocab] bool mask: the bytes of the training text).
   std::string sample(const std::string& prompt, int64_t length, double temperature, const at::Tensor& allowed) {
     torch::NoGradGuard no_grad;
     eval();
@@ -86,14 +94,14 @@ class CharTransformer : public volt::Module {
       ids.push_back(at::multinomial(probs, 1).item<int64_t>());
     }
     train();
-    return std::string(ids.begin(), ids.end());
+    return kTokenizer.decode(ids);
   }
 
  private:
   at::Tensor loss_of(volt::Batch& batch) {
-    const auto& seq = batch[0];  // [batch, context + 1]
-    auto logits = forward(seq.narrow(1, 0, seq.size(1) - 1));
-    return at::cross_entropy_loss(logits.reshape({-1, kVocab}), seq.narrow(1, 1, seq.size(1) - 1).reshape({-1}));
+    // {input, target}: [batch, context] each, the target the input shifted by one token.
+    auto logits = forward(batch[0]);
+    return at::cross_entropy_loss(logits.reshape({-1, kVocab}), batch[1].reshape({-1}));
   }
 
   int64_t context_;
@@ -105,44 +113,76 @@ class CharTransformer : public volt::Module {
   torch::nn::Linear head_{nullptr};
 };
 
-/// The file's bytes cut into windows of context + 1; the last val_fraction of them for validation.
+/// The King James Bible as Debian's bible-kjv prints it from bible-kjv-text (whose /usr/lib/bible.data is a
+/// compressed format, not text), written to `path` unless it exists.
+void write_king_james_bible(const std::string& path) {
+  if (std::filesystem::exists(path)) return;
+  if (!std::filesystem::exists("/usr/bin/bible") || !std::filesystem::exists("/usr/lib/bible.data")) {
+    throw volt::ConfigError("data.file='" + path + "' does not exist yet; a file named kjv.txt is written with the "
+                            "King James Bible, but it is not installed: `sudo apt-get install bible-kjv "
+                            "bible-kjv-text`, or give another plain text file with --data.file.");
+  }
+  std::string text;
+  FILE* pipe = ::popen("/usr/bin/bible gen1:1-rev22:21", "r");
+  if (pipe == nullptr) throw volt::Error("cannot run /usr/bin/bible");
+  char buf[65536];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0) text.append(buf, n);
+  if (::pclose(pipe) != 0 || text.empty()) throw volt::Error("`/usr/bin/bible gen1:1-rev22:21` failed");
+  // Every rank may get here: each writes its own temporary file and renames it, so readers see a whole file.
+  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    if (!out.flush()) throw volt::Error("cannot write " + tmp);
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+/// Windows of data.context bytes over the text (memory-mapped token file, tokenized once); the last val_fraction
+/// of them for validation.
 class TextFileData : public volt::data::DataModule {
  public:
-  TextFileData(std::string file, int64_t context, double val_fraction, int64_t batch_size, uint64_t seed)
-      : file_(std::move(file)), context_(context), val_fraction_(val_fraction), batch_size_(batch_size),
-        seed_(seed) {}
+  TextFileData(std::string file, std::string token_file, int64_t context, double val_fraction, int64_t batch_size,
+               uint64_t seed)
+      : file_(std::move(file)), token_file_(std::move(token_file)), context_(context), val_fraction_(val_fraction),
+        batch_size_(batch_size), seed_(seed) {}
 
   void setup(volt::Stage) override {
     if (train_) return;
-    std::ifstream in(file_, std::ios::binary);
-    if (!in) {
-      throw volt::ConfigError("data.file='" + file_ + "' cannot be read; give a plain text file (on Debian, "
-                              "`apt-get install fortunes` provides /usr/share/games/fortunes/*).");
+    for (const auto& path : {token_file_, file_}) {
+      const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+      if (!folder.empty()) std::filesystem::create_directories(folder);
     }
-    std::stringstream buf;
-    buf << in.rdbuf();
-    const std::string text = buf.str();
-    const int64_t windows = static_cast<int64_t>(text.size()) / (context_ + 1);
-    if (windows < 4) {
-      throw volt::ConfigError("data.file='" + file_ + "' has " + std::to_string(text.size()) + " bytes: too few "
-                              "for 4 windows of data.context+1=" + std::to_string(context_ + 1) + " bytes.");
+    const std::string& corpus = file_;
+    if (std::filesystem::path(corpus).filename() == "kjv.txt") write_king_james_bible(corpus);
+    volt::data::TokenWindowOptions o;
+    o.context = context_;
+    auto windows = volt::data::TokenWindowDataset::from_corpus(corpus, kTokenizer, token_file_, o);
+    const int64_t n = windows->size();
+    if (n < 4) {
+      throw volt::ConfigError("data.file='" + corpus + "' gives " + std::to_string(n) + " windows of data.context=" +
+                              std::to_string(context_) + " bytes; at least 4 are needed. Use a longer text or a "
+                              "smaller data.context.");
     }
-    std::vector<int64_t> ids(text.begin(), text.begin() + windows * (context_ + 1));
-    for (auto& id : ids) id &= 0xff;
+    const auto& tokens = windows->tokens();
     std::vector<uint8_t> seen(kVocab, 0);
-    for (const unsigned char c : text) seen[c] = 1;
+    for (int64_t i = 0; i < tokens.size(); ++i) seen[tokens[i]] = 1;
     seen_ = at::from_blob(seen.data(), {kVocab}, at::kByte).to(at::kBool);
-    auto all = at::from_blob(ids.data(), {windows, context_ + 1}, at::kLong).clone();
-    const int64_t val = std::max<int64_t>(1, static_cast<int64_t>(windows * val_fraction_));
-    train_ = std::make_shared<volt::data::TensorDataset>(std::vector<at::Tensor>{all.narrow(0, 0, windows - val)});
-    val_ = std::make_shared<volt::data::TensorDataset>(std::vector<at::Tensor>{all.narrow(0, windows - val, val)});
-    std::cout << text.size() << " bytes of " << file_ << ": " << windows - val << " train and " << val
-              << " val windows of " << context_ + 1 << "\n";
+    const int64_t val = std::max<int64_t>(1, static_cast<int64_t>(n * val_fraction_));
+    std::vector<int64_t> train_ids(n - val), val_ids(val);
+    for (int64_t i = 0; i < n - val; ++i) train_ids[i] = i;
+    for (int64_t i = 0; i < val; ++i) val_ids[i] = n - val + i;
+    train_ = std::make_shared<volt::data::Subset>(windows, std::move(train_ids));
+    val_ = std::make_shared<volt::data::Subset>(windows, std::move(val_ids));
+    std::cout << tokens.size() << " tokens of " << corpus << " (" << token_file_
+              << (windows->tokenized() ? ", written now" : ", reused") << "): " << n - val << " train and " << val
+              << " val windows of " << context_ << "\n";
   }
 
   std::shared_ptr<volt::data::DataLoader> train_dataloader() override { return loader(train_, true); }
   std::shared_ptr<volt::data::DataLoader> val_dataloader() override { return loader(val_, false); }
-  /// [256] bool: which bytes occur in the text (after setup).
+  /// [kVocab] bool: which bytes occur in the text (after setup).
   const at::Tensor& seen_bytes() const { return seen_; }
 
  private:
@@ -156,6 +196,7 @@ class TextFileData : public volt::data::DataModule {
 
   at::Tensor seen_;
   std::string file_;
+  std::string token_file_;
   int64_t context_;
   double val_fraction_;
   int64_t batch_size_;
@@ -168,9 +209,12 @@ class TextFileData : public volt::data::DataModule {
 int main(int argc, char** argv) {
   const std::string name = project::program_name(argv[0]);
   return project::run(name, [&] {
-    volt::cli::Cli cli(name, "A character-level transformer language model with Volt.");
+    volt::cli::Cli cli(name, "A byte-level transformer language model with Volt.");
     project::add_common_options(cli);
-    cli.add_option("data.file", "/usr/share/games/fortunes/literature", "plain text file to learn from")
+    cli.add_option("data.file", "data/kjv.txt",
+                   "plain text file to learn from; one named kjv.txt that does not exist is written with the King "
+                   "James Bible (bible-kjv) first")
+        .add_option("data.token_file", "data/corpus.tok", "where the tokenized text goes (reused while it matches)")
         .add_option("data.context", int64_t{64}, "bytes the model sees")
         .add_option("data.val_fraction", 0.1, "share of the windows held out for validation")
         .add_option("model.dim", int64_t{128}, "embedding width")
@@ -193,7 +237,7 @@ int main(int argc, char** argv) {
     }
     auto trainer = project::make_trainer(cli);
     CharTransformer model(context, dim, heads, layers, project::learning_rate(cli), cli.get_string("model.optimizer"));
-    TextFileData data(cli.get_string("data.file"), context, val_fraction,
+    TextFileData data(cli.get_string("data.file"), cli.get_string("data.token_file"), context, val_fraction,
                       project::batch_size(cli), trainer->options().seed.value_or(0));
     project::tune(*trainer, model, data);  // tuner.lr_find: the learning rate found before fit
     trainer->fit(model, data, cli.get_string("fit.ckpt_path"));
