@@ -47,10 +47,11 @@ run_phase() {
   shift
   t0=$(date +%s)
   say "--- $name (budget ${budget[$name]} s)"
+  # Each phase in a shell of its own (its set -e stays there; timeout can stop it with its children).
   if [ "$mode" = gpu ]; then
-    timeout --kill-after=5 "${budget[$name]}" "$@" >"$logs/$name.log" 2>&1
+    timeout --kill-after=5 "${budget[$name]}" bash -c '"$@"' "$name" "$@" >"$logs/$name.log" 2>&1
   else
-    "$@" >"$logs/$name.log" 2>&1
+    bash -c '"$@"' "$name" "$@" >"$logs/$name.log" 2>&1
   fi
   rc=$?
   took[$name]=$(($(date +%s) - t0))
@@ -161,6 +162,8 @@ python_bench() {
   fi
 }
 
+export src mode deps build jobs python logs
+export -f probe torch_dir configure build_all cuda_tests bench python_bench
 run_phase probe probe || true
 if [ -z "${result[probe]:-}" ]; then
   run_phase configure configure || true
@@ -178,7 +181,7 @@ volt_tps=$(value gpu_lm volt_tokens_per_s bench) hand_tps=$(value gpu_lm hand_to
 ratio=$(value gpu_lm volt_over_hand bench) fpt=$(value gpu_lm flops_per_token bench)
 py_tps=$(value gpu_lm.py tokens_per_s python)
 [ -n "${took[tests]:-}" ] && [ -z "${result[tests]:-}" ] &&
-  result[tests]="ok: $(grep -E '^\[  (PASSED|SKIPPED|FAILED)  \]|^\[  PASSED  \]|^\[  SKIPPED \]' "$logs/tests.log" | sed 's/listed below://' | tr -s ' ' | tr '\n' ' ')"
+  result[tests]="ok: $(grep -E '^\[  (PASSED  |SKIPPED |FAILED  )\] [0-9]+ tests?' "$logs/tests.log" | sed 's/, listed below://' | tr -s ' ' | tr '\n' ' ')"
 [ -n "${took[bench]:-}" ] && [ -z "${result[bench]:-}" ] &&
   result[bench]="ok: volt ${volt_tps:-?} tokens/s, hand ${hand_tps:-?} tokens/s, volt/hand ${ratio:-?}"
 [ -n "${took[python]:-}" ] && [ -z "${result[python]:-}" ] && result[python]="ok: plain PyTorch ${py_tps:-?} tokens/s"
