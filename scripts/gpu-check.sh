@@ -110,7 +110,9 @@ configure() {
   echo "Torch_DIR=$tdir"
   local cuda_args=()
   if [ "$mode" = gpu ]; then
-    [ -d /usr/local/cuda ] && cuda_args+=(-DCUDAToolkit_ROOT=/usr/local/cuda)
+    # LibTorch's CMake looks for NVTX 3 in its own source tree unless USE_SYSTEM_NVTX; CUDA ships it.
+    [ -d /usr/local/cuda ] && cuda_args+=(-DCUDAToolkit_ROOT=/usr/local/cuda -DCMAKE_INCLUDE_PATH=/usr/local/cuda/include)
+    cuda_args+=(-DUSE_SYSTEM_NVTX=ON)
     # Hopper (sm_90); Volt compiles no kernels of its own, LibTorch's CMake wants the list.
     cuda_args+=(-DTORCH_CUDA_ARCH_LIST=9.0 -DCMAKE_CUDA_ARCHITECTURES=90)
   fi
