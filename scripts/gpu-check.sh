@@ -135,7 +135,7 @@ configure() {
   if [ "$mode" = gpu ]; then grep -q "LibTorch has CUDA" "$build/CMakeCache.txt" "$logs/configure.log"; fi
 }
 
-build_all() { cmake --build "$build" -j "$jobs" --target volt volt_cuda_tests gpu_lm; }
+build_all() { cmake --build "$build" -j "$jobs" --target volt volt_cuda_tests gpu_lm gpu_cnn; }
 
 cuda_tests() {
   set -e
@@ -152,10 +152,13 @@ cuda_tests() {
 }
 
 bench() {
+  set -e
   if [ "$mode" = gpu ]; then
     "$build/bench/gpu_lm" --steps 30 --warmup 5 --rounds 2
+    "$build/bench/gpu_cnn" --steps 300 --warmup 20 --rounds 2
   else
     "$build/bench/gpu_lm" --tiny
+    "$build/bench/gpu_cnn" --tiny
   fi
 }
 
@@ -185,10 +188,11 @@ value() { sed -n "s/^RESULT $1 .*$2=\([^ ]*\).*/\1/p" "$logs/$3.log" 2>/dev/null
 volt_tps=$(value gpu_lm volt_tokens_per_s bench) hand_tps=$(value gpu_lm hand_tokens_per_s bench)
 ratio=$(value gpu_lm volt_over_hand bench) fpt=$(value gpu_lm flops_per_token bench)
 py_tps=$(value gpu_lm.py tokens_per_s python)
+cnn_volt=$(value gpu_cnn volt_steps_per_s bench) cnn_hand=$(value gpu_cnn hand_steps_per_s bench)
 [ -n "${took[tests]:-}" ] && [ -z "${result[tests]:-}" ] &&
   result[tests]="ok: $(grep -E '^\[  (PASSED  |SKIPPED |FAILED  )\] [0-9]+ tests?' "$logs/tests.log" | sed 's/, listed below://' | tr -s ' ' | tr '\n' ' ')"
 [ -n "${took[bench]:-}" ] && [ -z "${result[bench]:-}" ] &&
-  result[bench]="ok: volt ${volt_tps:-?} tokens/s, hand ${hand_tps:-?} tokens/s, volt/hand ${ratio:-?}"
+  result[bench]="ok: volt ${volt_tps:-?} tokens/s, hand ${hand_tps:-?} tokens/s, volt/hand ${ratio:-?}; CNN volt ${cnn_volt:-?} steps/s, hand ${cnn_hand:-?}"
 [ -n "${took[python]:-}" ] && [ -z "${result[python]:-}" ] && result[python]="ok: plain PyTorch ${py_tps:-?} tokens/s"
 [ -n "${took[probe]:-}" ] && [ -z "${result[probe]:-}" ] &&
   result[probe]="ok: $(tr '\n' ' ' <"$build/torch.env")"
