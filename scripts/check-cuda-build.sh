@@ -110,9 +110,9 @@ say "LibTorch $(chroot "$R" "${in_chroot[@]}" dpkg-query -W -f='${Version}' libt
 # Two jobs at most by default: the machines this runs on are shared (VOLT_CUDA_JOBS to change it).
 jobs=${VOLT_CUDA_JOBS:-2}
 [ "$(nproc)" -ge "$jobs" ] || jobs=$(nproc)
-# Only what the CUDA path needs: the library, the CUDA tests and the GPU benchmark (VOLT_CUDA_TARGETS to change it;
+# Only what the CUDA path needs: the library, the CUDA tests and the GPU benchmarks (VOLT_CUDA_TARGETS to change it;
 # "all" builds everything).
-targets=${VOLT_CUDA_TARGETS:-volt volt_cuda_tests gpu_lm}
+targets=${VOLT_CUDA_TARGETS:-volt volt_cuda_tests gpu_lm gpu_cnn}
 say "configuring build-cuda/"
 mkdir -p "$src/build-cuda"
 chroot "$R" "${in_chroot[@]}" sh -c 'cd "$1" && cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release \
