@@ -8,6 +8,7 @@
 //
 // --tiny: 3 steps on the CPU, the two sides' weights compared (bench.gpu_cnn.tiny).
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
 #include <ATen/ops/cross_entropy_loss.h>
 #include <ATen/ops/randint.h>
 #include <ATen/ops/randn.h>
@@ -147,6 +148,8 @@ Side run_volt(const Args& a, const at::Tensor& x, const at::Tensor& y, c10::Devi
   volt::TrainerOptions o;
   o.accelerator = device.is_cuda() ? "cuda" : "cpu";
   o.devices = "1";
+  // The hand loop's intra-op thread count (Volt's CPU accelerator would take every core).
+  o.num_threads = at::get_num_threads();
   o.max_steps = batches;
   o.max_epochs = -1;
   o.enable_progress_bar = false;

@@ -19,6 +19,7 @@
 #include <ATen/ops/linear.h>
 #include <ATen/ops/randint.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
 #include <torch/nn/init.h>
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
@@ -322,6 +323,8 @@ Side run_volt(const Args& a, const Data& d, c10::Device device, int64_t batches)
   volt::TrainerOptions o;
   o.accelerator = device.is_cuda() ? "cuda" : "cpu";
   o.devices = "1";
+  // The hand loop's intra-op thread count (Volt's CPU accelerator would take every core).
+  o.num_threads = at::get_num_threads();
   o.precision = "bf16-mixed";
   o.max_steps = batches;
   o.max_epochs = -1;
