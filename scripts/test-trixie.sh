@@ -137,10 +137,10 @@ chroot "$R" "${in_chroot[@]}" sh -c 'cd "$1" &&
     cmake -S . -B build-torch26 -G Ninja -DCMAKE_BUILD_TYPE=Release -DVOLT_BUILD_BENCH=ON' sh "$src"
 say "building build-torch26/ with $jobs jobs"
 chroot "$R" "${in_chroot[@]}" sh -c 'cd "$1" && cmake --build build-torch26 -j "$2"' sh "$src" "$jobs"
-say "running ctest${*:+ $*} (without labels e2e and pristine: the browser test of volt ui and the package test run on the host)"
+say "running ctest${*:+ $*} (without labels e2e, pristine and gpu-dry: the browser test of volt ui, the package test and the GPU script's dry run run on the host)"
 status=0
 chroot "$R" "${in_chroot[@]}" sh -c 'cd "$1" && shift && ctest --test-dir build-torch26 --output-on-failure \
-    --no-tests=error -j 2 -LE "e2e|pristine" "$@"' sh "$src" "$@" || status=$?
+    --no-tests=error -j 2 -LE "e2e|pristine|gpu-dry" "$@"' sh "$src" "$@" || status=$?
 if [ "$status" -ne 0 ]; then
   say "FAILED: tests against LibTorch 2.6 (ctest exit $status)"
   exit 1

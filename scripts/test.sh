@@ -18,8 +18,13 @@ failed=()
 
 # The pristine-chroot package test (label pristine, scripts/test-package.sh: a debootstrap copy and LibTorch
 # installed into it, several minutes) runs when asked: VOLT_TEST_PRISTINE=1.
+exclude=()
+[ "${VOLT_TEST_PRISTINE:-0}" = 1 ] || exclude+=(pristine)
+# The GPU machine's script dry-run on the CPU (label gpu-dry, scripts/gpu-check.sh --cpu-dry-run: a build of its own,
+# about half an hour cold on 2 cores) runs when asked: VOLT_TEST_GPU_DRY=1.
+[ "${VOLT_TEST_GPU_DRY:-0}" = 1 ] || exclude+=(gpu-dry)
 skip=()
-[ "${VOLT_TEST_PRISTINE:-0}" = 1 ] || skip=(-LE pristine)
+[ "${#exclude[@]}" -eq 0 ] || skip=(-LE "$(IFS='|'; echo "${exclude[*]}")")
 echo "volt test: running ctest${skip[*]:+ ${skip[*]}}${*:+ $*}"
 if ! ctest --test-dir build --output-on-failure --no-tests=error -j 2 "${skip[@]}" "$@"; then
   failed+=("ctest")

@@ -4,6 +4,7 @@
 
 #include "volt/core/error.h"
 #include "volt/strategies/ddp_strategy.h"
+#include "volt/strategies/dp_strategy.h"
 #include "volt/strategies/single_device_strategy.h"
 #include "volt/strategies/single_xla_strategy.h"
 #include "volt/strategies/xla_strategy.h"
@@ -75,9 +76,14 @@ void register_builtin_strategies(StrategyRegistry& r) {
        false,
        false},
       make_ddp_strategy);
-  // No factory: DataParallel's scatter/gather exist only in a CUDA LibTorch; plans still show it.
-  add({"dp", "one process splits each batch over the GPUs of one node", L::kNone, {"cuda"}, true, false, false},
-      nullptr);
+  // DataParallel's scatter and gradient edges exist only in a CUDA LibTorch: elsewhere no
+  // factory, and plans still show it.
+#ifdef VOLT_WITH_CUDA
+  const StrategyFactory dp = make_dp_strategy;
+#else
+  const StrategyFactory dp = nullptr;
+#endif
+  add({"dp", "one process splits each batch over the GPUs of one node", L::kNone, {"cuda"}, true, false, false}, dp);
   add({"xla", "one process per TPU device, spawned by the Trainer", L::kSpawn, {"tpu"}, false, false, false},
       make_xla_strategy);
   add({"single_xla", "one process on one TPU device", L::kNone, {"tpu"}, false, true, false}, single_xla);

@@ -681,7 +681,7 @@ namespace {
 /// Test folders that are not one concern of src/: end-to-end runs, real launchers and
 /// clients, bad input, fuzzing, the generator's tools, shared helpers.
 const std::set<std::string> kCrossCuttingTestFolders{
-    "conformance", "consumer", "distributed", "faults", "fuzz",  "generator", "hostile", "launchers",
+    "conformance", "consumer", "cuda", "distributed", "faults", "fuzz",  "generator", "hostile", "launchers",
     "layering",    "plot",     "support",     "tpu_runtime", "trainer", "ui"};
 
 /// Tests mirror the code: every test folder holding C++ is named after a concern of src/ (or
