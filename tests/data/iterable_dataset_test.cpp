@@ -112,6 +112,21 @@ TEST(IterableDataLoader, WithoutWorkersReadsOneShardOnTheCallersThread) {
   EXPECT_THROW(loader.num_examples(), ConfigError);
 }
 
+TEST(IterableDataLoader, CollatesWithTheUsersFunctionOnEachWorkersExamples) {
+  auto stream = std::make_shared<ShardedDataset>(make_rows(10));
+  auto o = options(3, 2);
+  o.collate = [](std::vector<Batch> examples) {
+    // Sums the ids of a batch instead of stacking them.
+    int64_t sum = 0;
+    for (const auto& e : examples) sum += e.at(1).item<int64_t>();
+    return Batch{at::scalar_tensor(static_cast<double>(examples.size())), at::scalar_tensor(sum, at::kLong)};
+  };
+  DataLoader loader(stream, o);
+  auto s = loader.stream();
+  // Worker 0 reads 0,2,4 then 6,8; worker 1 reads 1,3,5 then 7,9.
+  EXPECT_EQ(read_all(*s), (std::vector<Indices>{{6}, {9}, {14}, {16}}));
+}
+
 TEST(IterableDataLoader, RefusesShuffleSamplersAndSkipBatches) {
   auto stream = std::make_shared<ShardedDataset>(make_rows(7));
   auto o = options(2, 0);
