@@ -8,6 +8,7 @@
 #include "volt/data/image/decode.h"
 #include "volt/data/image/image_folder.h"
 #include "volt/data/image/transforms.h"
+#include "volt/data/iterable_dataset.h"
 #include "volt/data/mnist_datamodule.h"
 #include "volt/data/sampler.h"
 #include "volt/data/text/byte_tokenizer.h"

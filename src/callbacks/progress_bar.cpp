@@ -112,6 +112,9 @@ std::string epoch_label(const TrainerState& state, const char* word) {
   return label;
 }
 
+// A loader without a length (kInfiniteBatches): the bar shows no total, as tqdm without len().
+int64_t known_total(int64_t total) { return total == kInfiniteBatches ? 0 : total; }
+
 std::string count_text(int64_t n, int64_t total) {
   return total > 0 ? std::to_string(n) + "/" + std::to_string(total) : std::to_string(n);
 }
@@ -220,7 +223,7 @@ void ProgressBar::on_train_end(TrainerView& view) {
 
 void ProgressBar::draw_train(const TrainerView& view, Clock::time_point now) {
   const TrainerState& state = view.state();
-  write_in_place(tty_text(epoch_label(state, "Epoch"), train_.n, state.num_training_batches,
+  write_in_place(tty_text(epoch_label(state, "Epoch"), train_.n, known_total(state.num_training_batches),
                           train_.seen, seconds(now - train_.start),
                           &view.progress_bar_metrics()));
   train_.last_draw = now;
@@ -230,7 +233,7 @@ void ProgressBar::draw_train(const TrainerView& view, Clock::time_point now) {
 void ProgressBar::print_train_line(const TrainerView& view, Clock::time_point now) {
   const TrainerState& state = view.state();
   *options_.out << epoch_label(state, "epoch") << " step "
-                << count_text(train_.n, state.num_training_batches) << ' '
+                << count_text(train_.n, known_total(state.num_training_batches)) << ' '
                 << format_rate(train_.seen, seconds(now - train_.start), " ")
                 << format_metrics(view.progress_bar_metrics(), " ") << '\n'
                 << std::flush;
@@ -240,8 +243,8 @@ void ProgressBar::print_train_line(const TrainerView& view, Clock::time_point no
 
 int64_t ProgressBar::eval_total(const TrainerView& view) const {
   const TrainerState& state = view.state();
-  if (state.num_eval_batches > 0) return state.num_eval_batches;
-  return eval_validation_ ? state.num_val_batches : 0;
+  if (state.num_eval_batches > 0) return known_total(state.num_eval_batches);
+  return eval_validation_ ? known_total(state.num_val_batches) : 0;
 }
 
 void ProgressBar::begin_eval(const TrainerView& view, const char* label, const char* plain_label,

@@ -124,6 +124,11 @@ Checkpoint CheckpointConnector::dump(const CheckpointParts& parts, bool weights_
       meta[checkpoint_io::lightning_precision_key(strategy_.precision().name())] = precision_state;
     }
     volt["loops"] = checkpoint_io::progress_json(progress);
+    // A train loader without a length: how far each worker's stream got (Volt's own key; Lightning
+    // ignores "volt"). Under ddp this is the writing rank's position (docs/data.md).
+    if (!parts.state.stream_examples.empty()) {
+      volt["stream"] = {{"examples", parts.state.stream_examples}, {"next_worker", parts.state.stream_next_worker}};
+    }
     auto cb_state = nlohmann::json::object();
     for (const auto& cb : parts.callbacks) {
       auto s = cb->state_dict();
@@ -212,6 +217,30 @@ void CheckpointConnector::validate_progress(const Checkpoint& checkpoint, const 
       }
     }
   }
+  if (volt.is_object() && volt.contains("stream")) {
+    const auto& stream = volt.at("stream");
+    if (!stream.is_object() || !stream.contains("examples") || !stream.at("examples").is_array() ||
+        stream.at("examples").empty()) {
+      problems.push_back("volt.stream needs \"examples\", a list with one count per loader worker");
+    } else {
+      const auto& examples = stream.at("examples");
+      for (size_t i = 0; i < examples.size(); ++i) {
+        const auto& v = examples[i];
+        if (!v.is_number_integer() || (!v.is_number_unsigned() && v.get<int64_t>() < 0)) {
+          problems.push_back("volt.stream.examples[" + std::to_string(i) + "] is " +
+                             v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+                             ", not a count of at least 0");
+        }
+      }
+      const auto next = stream.value("next_worker", nlohmann::json(0));
+      if (!next.is_number_integer() || next.get<int64_t>() < 0 ||
+          next.get<int64_t>() >= static_cast<int64_t>(examples.size())) {
+        problems.push_back("volt.stream.next_worker is " +
+                           next.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + ", not one of the " +
+                           std::to_string(examples.size()) + " workers counted");
+      }
+    }
+  }
   if (meta.is_object() && meta.contains("lr_schedulers")) {
     const auto& scheds = meta.at("lr_schedulers");
     if (!scheds.is_array()) {
@@ -274,6 +303,12 @@ void CheckpointConnector::restore_training_state(const CheckpointParts& parts, c
   parts.state.global_step = loops.value("global_step", int64_t{0});
   parts.state.batches_done = loops.value("batches_done", int64_t{0});
   parts.state.batches_seen = loops.value("batches_seen", int64_t{0});
+  parts.state.stream_examples.clear();
+  parts.state.stream_next_worker = 0;
+  if (volt.contains("stream")) {  // checked when the file was read (validate_progress)
+    for (const auto& count : volt.at("stream").at("examples")) parts.state.stream_examples.push_back(count.get<int64_t>());
+    parts.state.stream_next_worker = volt.at("stream").value("next_worker", int64_t{0});
+  }
   parts.state.restarting = true;
   // A checkpoint taken after an epoch's last batch resumes at the start of the next epoch.
   if (parts.state.batches_done > 0 && parts.state.batches_done >= loops.value("num_training_batches", int64_t{-1})) {

@@ -66,6 +66,11 @@ void DataConnector::distribute(int64_t world_size, int64_t rank) {
   if (world_size <= 1) return;
   for (auto* loader : {&train_, &val_, &test_}) {
     if (!*loader) continue;
+    if (!(*loader)->has_length()) {
+      // A stream shards itself by (rank, worker): it only needs to know its place.
+      (*loader)->set_distributed(world_size, rank);
+      continue;
+    }
     auto current = (*loader)->sampler_ptr();
     if (const auto* d = dynamic_cast<const data::DistributedSampler*>(current.get())) {
       if (d->num_replicas() == world_size && d->rank() == rank) continue;
@@ -82,6 +87,19 @@ void DataConnector::teardown(Stage stage) {
 int64_t DataConnector::num_batches(const std::shared_ptr<data::DataLoader>& loader, const BatchLimit& limit,
                                    const std::string& flag) {
   if (!loader) return 0;
+  if (!loader->has_length()) {
+    // Lightning's rule for a loader whose len() is inf: a count caps it, 1.0 runs the stream to
+    // its end, any other share of an unknown length is refused.
+    if (!limit.is_fraction) return static_cast<int64_t>(limit.value);
+    if (limit.value == 1.0) return kInfiniteBatches;
+    const std::string loader_name = flag.rfind("limit_", 0) == 0 && flag.size() > 14
+                                        ? flag.substr(6, flag.size() - 14) + " loader"
+                                        : std::string("loader");
+    throw ConfigError(flag + "=" + limit.to_string() + " is a share of the " + loader_name +
+                      ", but it reads an IterableDataset, which has no length. Use " + flag +
+                      "=1.0 to read the whole stream, or a batch count such as " + flag +
+                      "=100 (as Lightning requires).");
+  }
   const int64_t available = loader->num_batches();
   if (limit.is_fraction && limit.value > 0.0 && available > 0 &&
       static_cast<int64_t>(static_cast<double>(available) * limit.value) == 0) {

@@ -1,11 +1,8 @@
 #include "volt/data/dataloader.h"
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <ATen/Config.h>
 #include <ATen/Context.h>
-#include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
-#include <dlfcn.h>
 
 #include <algorithm>
 #include <atomic>
@@ -17,29 +14,12 @@
 #include <thread>
 #include <utility>
 
+#include "data/detail/iterable_streams.h"
+#include "data/detail/worker_pool.h"
 #include "volt/core/error.h"
 
 namespace volt::data {
 namespace {
-
-// An OpenMP parallel region opened from a std::thread gets a team of its own, so every
-// worker would add get_num_threads() threads next to the training thread's team. OpenMP's
-// thread count is a per-thread setting (at::set_num_threads also rewrites the process-wide
-// default), so each worker gathers with one thread. Volt does not link libgomp itself;
-// LibTorch has loaded it, hence the lookup rather than a direct call.
-void use_one_intra_op_thread_in_this_thread() {
-#if AT_PARALLEL_OPENMP
-  // LibTorch sets each thread's count lazily, at its first parallel_for, and would then
-  // overwrite ours; get_num_threads() runs that initialisation now. (Calling
-  // at::internal::lazy_init_num_threads() here would not: since 2.x its once-per-thread
-  // flag is not exported, so this file would flip a copy of its own.)
-  (void)at::get_num_threads();
-  using SetNumThreads = void (*)(int);
-  static const auto omp_set_num_threads =
-      reinterpret_cast<SetNumThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
-  if (omp_set_num_threads != nullptr) omp_set_num_threads(1);
-#endif
-}
 
 // What a pass needs, copied out of the DataLoader so a stream outlives its loader.
 struct Pass {
@@ -83,6 +63,8 @@ class InlineStream : public BatchStream {
     return pass_.load(next_++, indices_);
   }
 
+  StreamPosition position() const override { return {next_, {}, 0}; }
+
  private:
   Pass pass_;
   int64_t next_;
@@ -94,14 +76,14 @@ class InlineStream : public BatchStream {
 // at the front of worker k % W's queue when the consumer asks for it.
 class WorkerStream : public BatchStream {
  public:
-  WorkerStream(Pass pass, int64_t num_workers, int64_t prefetch_factor)
+  WorkerStream(Pass pass, int64_t num_workers, int64_t prefetch_factor, std::shared_ptr<detail::WorkerPool> pool)
       : pass_(std::move(pass)),
         prefetch_(static_cast<size_t>(prefetch_factor)),
         next_(pass_.begin_batch),
-        queues_(static_cast<size_t>(num_workers)) {
+        queues_(static_cast<size_t>(num_workers)),
+        workers_(std::move(pool)) {
     try {
-      threads_.reserve(queues_.size());
-      for (int64_t w = 0; w < num_workers; ++w) threads_.emplace_back([this, w] { run(w); });
+      workers_.start(num_workers, [this](int64_t w) { run(w); });
     } catch (...) {
       shutdown();
       throw;
@@ -131,6 +113,8 @@ class WorkerStream : public BatchStream {
     return std::move(item.batch);
   }
 
+  StreamPosition position() const override { return {next_, {}, 0}; }
+
  private:
   struct Item {
     Batch batch;
@@ -147,7 +131,7 @@ class WorkerStream : public BatchStream {
   void run(int64_t w) {
     Queue& q = queues_[static_cast<size_t>(w)];
     try {
-      use_one_intra_op_thread_in_this_thread();
+      detail::use_one_intra_op_thread_in_this_thread();
     } catch (...) {
       // Only a speed setting: the worker loads correctly without it.
     }
@@ -184,18 +168,16 @@ class WorkerStream : public BatchStream {
       { std::lock_guard<std::mutex> lock(q.mutex); }
       q.changed.notify_all();
     }
-    for (auto& t : threads_) {
-      if (t.joinable()) t.join();
-    }
+    workers_.wait();
   }
 
   Pass pass_;
   size_t prefetch_;
   int64_t next_;
   std::deque<Queue> queues_;  // deque: Queue holds a mutex and cannot move
-  std::vector<std::thread> threads_;
   std::atomic<bool> stop_{false};
   std::exception_ptr error_;
+  detail::PassWorkers workers_;  // last: destroyed (and waited for) before the queues
 };
 
 std::string given(int64_t value) { return std::to_string(value); }
@@ -213,6 +195,35 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
         "DataLoader needs a data set, got nullptr. Pass a Dataset such as a "
         "TensorDataset or the result of load_mnist_format().");
   }
+  check_options();
+  const int64_t n = dataset_->size();
+  if (options_.shuffle) {
+    const uint64_t seed =
+        options_.seed ? *options_.seed : at::detail::getDefaultCPUGenerator().current_seed();
+    sampler_ = std::make_shared<RandomSampler>(n, seed);
+  } else {
+    sampler_ = std::make_shared<SequentialSampler>(n);
+  }
+}
+
+DataLoader::DataLoader(std::shared_ptr<const IterableDataset> dataset, DataLoaderOptions options)
+    : iterable_(std::move(dataset)), options_(std::move(options)) {
+  if (!iterable_) {
+    throw ConfigError(
+        "DataLoader needs a data set, got a null IterableDataset. Pass a stream such as a ShardedDataset or your "
+        "own IterableDataset.");
+  }
+  check_options();
+  if (options_.shuffle) {
+    throw ConfigError(
+        "DataLoader: shuffle=true with an IterableDataset: a stream has no indices to permute (PyTorch refuses "
+        "it too). Set shuffle=false and shuffle inside the data set, seeded with WorkerInfo::epoch.");
+  }
+}
+
+DataLoader::~DataLoader() = default;
+
+void DataLoader::check_options() const {
   if (options_.batch_size < 1) {
     throw ConfigError("DataLoader: batch_size must be at least 1, got " +
                       given(options_.batch_size) +
@@ -237,25 +248,40 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
                       given(options_.prefetch_factor) +
                       ". It is how many batches each worker prepares ahead; the default is 2.");
   }
-  const int64_t n = dataset_->size();
-  if (options_.shuffle) {
-    const uint64_t seed =
-        options_.seed ? *options_.seed : at::detail::getDefaultCPUGenerator().current_seed();
-    sampler_ = std::make_shared<RandomSampler>(n, seed);
-  } else {
-    sampler_ = std::make_shared<SequentialSampler>(n);
+  if (options_.persistent_workers && options_.num_workers == 0) {
+    throw ConfigError(
+        "DataLoader: persistent_workers=true with num_workers=0: there are no workers to keep (PyTorch refuses it "
+        "too). Set num_workers to 1 or more, or persistent_workers=false.");
   }
 }
 
 int64_t DataLoader::num_batches() const {
+  if (!has_length()) {
+    throw ConfigError(
+        "DataLoader::num_batches: this loader reads an IterableDataset, which has no length; its batch count is "
+        "known only when the stream ends. Check has_length() first (the Trainer runs such a loader until its "
+        "stream ends; limit_train_batches=N caps it).");
+  }
   const int64_t n = sampler_->size();
   const int64_t b = options_.batch_size;
   return options_.drop_last ? n / b : n / b + (n % b != 0 ? 1 : 0);  // no n + b - 1: b may be near INT64_MAX
 }
 
-int64_t DataLoader::num_examples() const { return sampler_->size(); }
+int64_t DataLoader::num_examples() const {
+  if (!has_length()) {
+    throw ConfigError(
+        "DataLoader::num_examples: this loader reads an IterableDataset, which has no length. Check has_length() "
+        "first.");
+  }
+  return sampler_->size();
+}
 
 void DataLoader::set_sampler(std::shared_ptr<const Sampler> sampler) {
+  if (!has_length()) {
+    throw ConfigError(
+        "DataLoader::set_sampler on a loader over an IterableDataset: a stream has no indices to sample. Shard "
+        "the stream inside the data set with WorkerInfo (shard_indices), and set_distributed for ddp.");
+  }
   if (!sampler) {
     throw ConfigError(
         "DataLoader::set_sampler: got nullptr. Pass a Sampler, e.g. "
@@ -264,10 +290,39 @@ void DataLoader::set_sampler(std::shared_ptr<const Sampler> sampler) {
   sampler_ = std::move(sampler);
 }
 
+void DataLoader::set_distributed(int64_t world_size, int64_t rank) {
+  if (has_length()) {
+    throw ConfigError(
+        "DataLoader::set_distributed is for a loader over an IterableDataset; a map-style loader shares its data "
+        "between ranks with a DistributedSampler (set_sampler).");
+  }
+  if (world_size < 1 || rank < 0 || rank >= world_size) {
+    throw ConfigError("DataLoader::set_distributed: rank " + given(rank) + " of world_size " + given(world_size) +
+                      " is not a ddp place; world_size must be at least 1 and rank in 0.." +
+                      given(world_size - 1) + ".");
+  }
+  world_size_ = world_size;
+  rank_ = rank;
+}
+
+std::shared_ptr<detail::WorkerPool> DataLoader::pool() const {
+  if (!options_.persistent_workers) return nullptr;
+  if (!pool_) pool_ = std::make_shared<detail::WorkerPool>(options_.num_workers);
+  return pool_;
+}
+
 std::unique_ptr<BatchStream> DataLoader::stream(int64_t skip_batches) const {
   if (skip_batches < 0) {
     throw ConfigError("DataLoader::stream: skip_batches must not be negative, got " +
                       given(skip_batches) + ".");
+  }
+  if (!has_length()) {
+    if (skip_batches != 0) {
+      throw ConfigError("DataLoader::stream: skip_batches=" + given(skip_batches) +
+                        " on a loader over an IterableDataset; a stream resumes from a StreamPosition "
+                        "(stream(position)), which says how far each worker's iterator got.");
+    }
+    return stream(StreamPosition{});
   }
   Pass pass;
   pass.dataset = dataset_;
@@ -282,11 +337,45 @@ std::unique_ptr<BatchStream> DataLoader::stream(int64_t skip_batches) const {
   pass.end_batch = num_batches();
   pass.begin_batch = std::min(skip_batches, pass.end_batch);
   pass.pin = options_.pin_memory && at::hasCUDA();
+  dataset_->set_epoch(epoch_);
   if (options_.num_workers == 0 || pass.begin_batch == pass.end_batch) {
     return std::make_unique<InlineStream>(std::move(pass));
   }
-  return std::make_unique<WorkerStream>(std::move(pass), options_.num_workers,
-                                        options_.prefetch_factor);
+  return std::make_unique<WorkerStream>(std::move(pass), options_.num_workers, options_.prefetch_factor, pool());
+}
+
+std::unique_ptr<BatchStream> DataLoader::stream(const StreamPosition& from) const {
+  if (has_length()) return stream(from.batches);
+  const int64_t readers = num_readers();
+  if (from.batches < 0 || from.next_worker < 0 || from.next_worker >= readers ||
+      (!from.examples.empty() && static_cast<int64_t>(from.examples.size()) != readers) ||
+      (from.examples.empty() && from.batches > 0)) {
+    throw ConfigError("DataLoader::stream: the stream position (" + given(from.batches) + " batches, " +
+                      given(static_cast<int64_t>(from.examples.size())) + " worker counts, next worker " +
+                      given(from.next_worker) + ") does not fit this loader's " + given(readers) +
+                      " reader(s): a stream is sharded by worker, so it resumes only with the worker count it was "
+                      "read with. Set num_workers=" +
+                      (from.examples.size() <= 1 ? std::string("0 or 1") : given(static_cast<int64_t>(from.examples.size()))) +
+                      " (or start the epoch afresh).");
+  }
+  for (int64_t count : from.examples) {
+    if (count < 0) {
+      throw ConfigError("DataLoader::stream: the stream position holds a negative example count (" + given(count) +
+                        "); it is damaged.");
+    }
+  }
+  detail::StreamPass pass;
+  pass.dataset = iterable_;
+  pass.collate = options_.collate;
+  pass.batch_size = options_.batch_size;
+  pass.drop_last = options_.drop_last;
+  pass.pin = options_.pin_memory && at::hasCUDA();
+  pass.info.epoch = epoch_;
+  pass.info.rank = rank_;
+  pass.info.world_size = world_size_;
+  pass.info.num_workers = readers;
+  pass.from = from;
+  return detail::make_iterable_stream(std::move(pass), options_.num_workers, options_.prefetch_factor, pool());
 }
 
 }  // namespace volt::data

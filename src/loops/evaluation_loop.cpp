@@ -50,10 +50,16 @@ MetricMap EvaluationLoop::run(data::DataLoader& loader, int64_t max_batches) {
   const bool counts_steps = state.fn != TrainerFn::kFitting;
 
   const int64_t previous_batch_idx = state.batch_idx;
-  loader.set_epoch(0);  // evaluation order does not change between runs
+  // Validation in a fit reads with the fit's epoch (as Lightning sets its samplers' epoch): a data
+  // set shared with the train loader (two Subsets of one ImageFolder) then keeps the epoch the
+  // training workers draw their augmentations with. Outside a fit: epoch 0, the same every run.
+  loader.set_epoch(state.fn == TrainerFn::kFitting ? state.current_epoch : 0);
   auto stream = loader.stream();
+  // A stream under ddp: the pass ends when any rank's stream ends (see TrainingEpochLoop).
+  const bool vote = !loader.has_length() && state.world_size > 1;
   for (int64_t i = 0; i < max_batches; ++i) {
     auto batch = hooks.action(testing ? Action::test_next : Action::val_next, [&] { return stream->next(); });
+    if (vote && !ctx_.strategy.reduce_boolean_decision(batch.has_value(), /*all=*/true)) break;
     if (!batch) break;
     hooks.action(Action::batch_to_device, [&] { ctx_.strategy.batch_to_device(*batch); });
     state.batch_idx = i;

@@ -24,11 +24,14 @@ std::vector<at::Tensor> PredictionLoop::run(data::DataLoader& loader, int64_t ma
   hooks.module(Hook::on_predict_start, [&] { module.on_predict_start(); });
   hooks.module(Hook::on_predict_epoch_start, [&] { module.on_predict_epoch_start(); });
   std::vector<at::Tensor> out;
-  out.reserve(static_cast<size_t>(max_batches));
+  if (loader.has_length()) out.reserve(static_cast<size_t>(max_batches));
   loader.set_epoch(0);
   auto stream = loader.stream();
+  const bool vote = !loader.has_length() && state.world_size > 1;
   for (int64_t i = 0; i < max_batches; ++i) {
     auto batch = hooks.action(Action::predict_next, [&] { return stream->next(); });
+    // A stream under ddp: every rank predicts until the first rank's stream ends (as in training).
+    if (vote && !ctx_.strategy.reduce_boolean_decision(batch.has_value(), /*all=*/true)) break;
     if (!batch) break;
     hooks.action(Action::batch_to_device, [&] { ctx_.strategy.batch_to_device(*batch); });
     state.batch_idx = i;

@@ -6,6 +6,7 @@
 #include "loops/detail/loop_step_context.h"
 #include "loops/detail/stop_rules.h"
 #include "volt/core/error.h"
+#include "volt/data/dataloader.h"
 
 namespace volt::loops {
 
@@ -16,12 +17,16 @@ bool TrainingEpochLoop::is_validation_epoch() const {
   return (ctx_.state.current_epoch + 1) % *o.check_val_every_n_epoch == 0;
 }
 
-bool TrainingEpochLoop::should_validate_after(int64_t batch_idx, int64_t num_batches, bool stopping) const {
+bool TrainingEpochLoop::should_validate_after(int64_t batch_idx, int64_t num_batches, bool stopping,
+                                              bool stream_ended) const {
   const auto& o = ctx_.options;
   if (!is_validation_epoch()) return false;
   // A stop that takes effect after this batch validates first (Lightning).
   if (stopping) return true;
   if (o.val_check_interval.is_fraction) {
+    // A stream without a length (only val_check_interval=1.0 is accepted for it): after its
+    // last batch, as Lightning validates when val_check_batch is inf.
+    if (num_batches == kInfiniteBatches) return stream_ended;
     // Every int(n * fraction) batches. The epoch's last batch validates only when it falls on
     // that grid (0.3 of 10 batches: after batches 3, 6 and 9, not 10), as in Lightning.
     const int64_t every =
@@ -100,6 +105,8 @@ void TrainingEpochLoop::run() {
   const Hooks& hooks = ctx_.hooks;
 
   auto& loader = *ctx_.data.train_loader();
+  // A stream's epoch restarts with an unknown length (the last epoch's end set the count it ran).
+  if (!loader.has_length()) state.num_training_batches = planned_batches_;
   const int64_t num_batches = state.num_training_batches;
   const bool automatic = module.automatic_optimization();
 
@@ -117,9 +124,51 @@ void TrainingEpochLoop::run() {
   const int64_t accumulate = state.accumulate_grad_batches;
 
   loader.set_epoch(state.current_epoch);
-  auto stream = loader.stream(state.batches_done);
+  // A loader without a length is read one batch ahead, as Lightning's data fetcher does, so the
+  // loop knows which batch is the epoch's last (accumulation, epoch schedulers, validation). Under
+  // ddp the ranks vote on every fetch: the epoch ends when any rank's stream ends, so no rank
+  // waits in a collective for a batch another does not have.
+  const bool sized = loader.has_length();
+  const bool vote = !sized && state.world_size > 1;
+  std::unique_ptr<data::BatchStream> stream;
+  auto fetch = [&]() -> std::optional<Batch> {
+    auto batch = hooks.action(Action::train_dataloader_next, [&] { return stream->next(); });
+    if (vote && !strategy.reduce_boolean_decision(batch.has_value(), /*all=*/true)) batch.reset();
+    return batch;
+  };
+  if (sized) {
+    stream = loader.stream(state.batches_done);
+  } else {
+    data::StreamPosition from;
+    if (state.batches_done > 0) {
+      if (state.stream_examples.empty()) {
+        throw ConfigError("resuming mid-epoch (after batch " + std::to_string(state.batches_done) +
+                          " of epoch " + std::to_string(state.current_epoch) +
+                          ") on a train loader without a length, but the checkpoint holds no stream position "
+                          "(volt.stream): it was written for a loader with a length. Resume with the loader it "
+                          "was written with, or from a checkpoint taken at an epoch's end.");
+      }
+      from.batches = state.batches_done;
+      from.examples = state.stream_examples;
+      from.next_worker = state.stream_next_worker;
+    }
+    stream = loader.stream(from);
+  }
+  std::optional<Batch> ahead;
+  if (!sized && state.batches_done < num_batches) ahead = fetch();
   for (int64_t batch_idx = state.batches_done; batch_idx < num_batches; ++batch_idx) {
-    auto next = hooks.action(Action::train_dataloader_next, [&] { return stream->next(); });
+    std::optional<Batch> next;
+    data::StreamPosition position;
+    bool stream_ended = false;
+    if (sized) {
+      next = fetch();
+    } else {
+      next = std::move(ahead);
+      ahead.reset();
+      position = stream->position();
+      if (next && batch_idx + 1 < num_batches) ahead = fetch();
+      stream_ended = next && !ahead;
+    }
     if (!next) break;
     Batch& batch = *next;
     hooks.action(Action::batch_to_device, [&] { strategy.batch_to_device(batch); });
@@ -130,7 +179,8 @@ void TrainingEpochLoop::run() {
     if (!hooks.module(Hook::on_train_batch_start, [&] { return module.on_train_batch_start(batch, batch_idx); })) break;
 
     // The last batches of an epoch step even when fewer than `accumulate` remain.
-    const bool step_now = (batch_idx + 1) % accumulate == 0 || batch_idx + 1 == num_batches;
+    const bool last = batch_idx + 1 == num_batches || stream_ended;
+    const bool step_now = (batch_idx + 1) % accumulate == 0 || last;
     at::Tensor loss;
     bool stepped = false;
     {
@@ -152,7 +202,12 @@ void TrainingEpochLoop::run() {
     }
     ++state.batches_seen;
     state.batches_done = batch_idx + 1;
-    const bool last = batch_idx + 1 == num_batches;
+    if (!sized) {
+      state.stream_examples = position.examples;
+      state.stream_next_worker = position.next_worker;
+      // The stream's end makes the epoch's length known: an epoch-end checkpoint is complete.
+      if (stream_ended) state.num_training_batches = state.batches_done;
+    }
     hooks.module(Hook::on_train_batch_end, [&] { module.on_train_batch_end(loss, batch, batch_idx); });
     hooks.callbacks(Hook::on_train_batch_end, [&](CB& cb) { cb.on_train_batch_end(view, loss, batch, batch_idx); });
     // Lightning's order: step values reach the loggers after the batch-end hooks (a stop
@@ -163,7 +218,7 @@ void TrainingEpochLoop::run() {
 
     if (last && automatic) step_schedulers(Interval::kEpoch);
     const bool can_stop = detail::can_stop_early(ctx_);
-    if (should_validate_after(batch_idx, num_batches, state.should_stop && can_stop)) run_validation();
+    if (should_validate_after(batch_idx, num_batches, state.should_stop && can_stop, stream_ended)) run_validation();
     if (!accumulating) ++state.batches_that_stepped;
     hooks.step();
     if (interrupted(stepped || !automatic)) return;

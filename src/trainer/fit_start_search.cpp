@@ -78,7 +78,7 @@ void run_fit_start_searches(Trainer& trainer, Module& module, data::DataModule* 
         snapshot.restore();
         if (trial->batch_size && !outcome.out_of_memory) {
           const auto loader = datamodule->train_dataloader();
-          outcome.whole_training_set = !loader || loader->num_batches() <= 1;
+          outcome.whole_training_set = !loader || (loader->has_length() && loader->num_batches() <= 1);
         }
         search->end_trial(outcome);
       }

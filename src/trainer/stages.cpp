@@ -164,9 +164,18 @@ void Trainer::Impl::run_fit(Module& module, connectors::DataConnector& data, con
     state.num_val_batches =
         connectors::DataConnector::num_batches(data.val_loader(), o.limit_val_batches, "limit_val_batches");
     if (state.num_training_batches == 0) {
+      const auto& train = *data.train_loader();
       throw ConfigError("fit has no training batch to run: the train loader has " +
-                        std::to_string(data.train_loader()->num_batches()) + " batches and limit_train_batches=" +
+                        (train.has_length() ? std::to_string(train.num_batches()) : std::string("an unknown number of")) +
+                        " batches and limit_train_batches=" +
                         o.limit_train_batches.to_string() + ". Give more data or raise limit_train_batches.");
+    }
+    if (state.num_training_batches == kInfiniteBatches && o.val_check_interval.is_fraction &&
+        o.val_check_interval.value != 1.0) {
+      throw ConfigError("val_check_interval=" + o.val_check_interval.to_string() +
+                        " is a share of the training epoch, but the train loader reads an IterableDataset, which has "
+                        "no length. Use val_check_interval=1.0 (validate when the stream ends) or a batch count "
+                        "such as val_check_interval=100 (as Lightning requires).");
     }
     if (!o.val_check_interval.is_fraction && o.check_val_every_n_epoch && data.val_loader() &&
         o.val_check_interval.value > static_cast<double>(state.num_training_batches)) {

@@ -151,7 +151,7 @@ int64_t Tuner::scale_batch_size(Module& module, data::DataModule& datamodule, co
   // Lightning stops growing once the batch holds the whole training set.
   const auto whole_set = [&] {
     const auto loader = datamodule.train_dataloader();
-    return !loader || loader->num_batches() <= 1;
+    return !loader || (loader->has_length() && loader->num_batches() <= 1);
   };
 
   callbacks::BatchSizeSearch search(search_options);

@@ -162,20 +162,27 @@ TEST(ImageFolder, AugmentedBatchesAreTheSameForAnyWorkerCountAndChangeWithEpochA
   opts.transform = std::make_shared<T::Compose>(std::vector<T::TransformPtr>{
       std::make_shared<T::RandomResizedCrop>(std::vector<int64_t>{16}), std::make_shared<T::RandomHorizontalFlip>(),
       std::make_shared<T::ColorJitter>(0.4, 0.4, 0.4), std::make_shared<T::ToTensor>()});
-  // The loader's shuffle stays at its epoch 0; `epoch` is the folder's, so only the augmentations change.
+  // The loader passes its epoch to the folder (Dataset::set_epoch); the shuffle order stays epoch 0's
+  // (a sampler that ignores the epoch), so only the augmentations change with it.
+  struct EpochZeroOrder : volt::data::Sampler {
+    volt::data::RandomSampler base;
+    explicit EpochZeroOrder(int64_t n) : base(n, 7) {}
+    std::vector<int64_t> indices(int64_t) const override { return base.indices(0); }
+    int64_t size() const override { return base.size(); }
+  };
   auto run = [&](int64_t workers, int64_t epoch, uint64_t seed) {
     ImageFolderOptions o = opts;
     o.seed = seed;
     auto folder = std::make_shared<ImageFolder>(root.string(), o);
-    folder->set_epoch(epoch);
     volt::data::DataLoaderOptions lo;
     lo.batch_size = 4;
-    lo.shuffle = true;
-    lo.seed = 7;
     lo.num_workers = workers;
     volt::data::DataLoader loader(folder, lo);
+    loader.set_sampler(std::make_shared<EpochZeroOrder>(folder->size()));
+    loader.set_epoch(epoch);
     std::vector<at::Tensor> out;
     auto stream = loader.stream();
+    EXPECT_EQ(folder->epoch(), epoch);
     while (auto b = stream->next()) {
       EXPECT_EQ((*b)[0].sizes(), (at::IntArrayRef{static_cast<int64_t>((*b)[1].size(0)), 3, 16, 16}));
       out.push_back((*b)[0]);

@@ -23,10 +23,13 @@
 // user hook that also averages each bucket exactly in float64 and writes the largest error of H's average
 // per element, relative to the mean magnitude of the ranks' gradients there, and per bucket in the
 // Euclidean norm; --drop-hook-state 1: it ignores
-// the hook state a checkpoint holds).
+// the hook state a checkpoint holds). --stream W: train (and validate) on the data as a stream
+// (ShardedDataset, W loader workers, sample ids as a third tensor); each rank writes the ids it
+// trained on in the order it did (stream_ids) and how many (stream_samples).
 #include <signal.h>
 #include <unistd.h>
 
+#include <ATen/ops/arange.h>
 #include <ATen/ops/randn.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/modules/activation.h>
@@ -61,6 +64,7 @@
 #include "volt/core/module.h"
 #include "volt/data/dataloader.h"
 #include "volt/data/dataset.h"
+#include "volt/data/iterable_dataset.h"
 #include "volt/trainer/trainer.h"
 #include "volt/tuner/tuner.h"
 
@@ -128,6 +132,20 @@ class TinyMLP : public volt::Module {
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
   torch::nn::BatchNorm1d bn{nullptr};
   int64_t steps_ = 0;
+};
+
+/// Records the sample ids (the third tensor) of every training batch (--stream).
+class StreamIds : public volt::callbacks::Callback {
+ public:
+  explicit StreamIds(std::shared_ptr<std::vector<int64_t>> ids) : ids_(std::move(ids)) {}
+  std::string state_key() const override { return "StreamIds"; }
+  void on_train_batch_end(volt::TrainerView&, const at::Tensor&, const volt::Batch& batch, int64_t) override {
+    at::Tensor t = batch.at(2).contiguous();
+    ids_->insert(ids_->end(), t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + t.numel());
+  }
+
+ private:
+  std::shared_ptr<std::vector<int64_t>> ids_;
 };
 
 /// The loader's data as a DataModule whose batch size the batch-size finder may change (--tune).
@@ -300,6 +318,17 @@ int main(int argc, char** argv) {
   lo.shuffle = g_args.count("shuffle") != 0;
   lo.seed = 3;
   auto loader = std::make_shared<volt::data::DataLoader>(dataset, lo);
+  std::shared_ptr<volt::data::DataLoader> val_loader;
+  auto stream_ids = std::make_shared<std::vector<int64_t>>();
+  if (g_args.count("stream")) {
+    auto with_ids = std::make_shared<volt::data::TensorDataset>(std::vector<at::Tensor>{x, y, at::arange(n, at::kLong)});
+    auto stream = std::make_shared<volt::data::ShardedDataset>(with_ids);
+    volt::data::DataLoaderOptions so;
+    so.batch_size = batch;
+    so.num_workers = arg_int("stream", 3);
+    loader = std::make_shared<volt::data::DataLoader>(stream, so);
+    val_loader = std::make_shared<volt::data::DataLoader>(stream, so);
+  }
 
   volt::TrainerOptions o;
   o.accelerator = arg("accelerator", "cpu");
@@ -358,6 +387,7 @@ int main(int argc, char** argv) {
     auto agreement = std::make_shared<GradientAgreement>(self);
     std::vector<std::shared_ptr<volt::callbacks::Callback>> callbacks;
     if (g_args.count("check-no-sync")) callbacks.push_back(agreement);
+    if (g_args.count("stream")) callbacks.push_back(std::make_shared<StreamIds>(stream_ids));
     if (g_args.count("dump-ranks")) callbacks.push_back(std::make_shared<DumpRanks>(out, self));
     if (g_args.count("swa")) {
       volt::callbacks::StochasticWeightAveraging::Options swa;
@@ -415,7 +445,7 @@ int main(int argc, char** argv) {
     for (int64_t f = 0; f < fits; ++f) {
       // A later fit continues where the one before ended, for `steps` more steps.
       if (f > 0) trainer.set_max_steps(trainer.options().max_steps + arg_int("steps", 20));
-      trainer.fit(model, loader, nullptr, f == 0 ? arg("ckpt", "") : std::string());
+      trainer.fit(model, loader, val_loader, f == 0 ? arg("ckpt", "") : std::string());
     }
     if (g_args.count("after-fit")) {
       std::ofstream(arg("after-fit", ""), std::ios::app) << "after fit in pid " << ::getpid() << "\n";
@@ -450,6 +480,11 @@ int main(int argc, char** argv) {
       file << "synced_grad_diff " << agreement->synced << "\n";
     }
     file << tuned;
+    if (g_args.count("stream")) {
+      file << "stream_samples " << stream_ids->size() << "\nstream_ids ";
+      for (size_t i = 0; i < stream_ids->size(); ++i) file << (i ? "," : "") << (*stream_ids)[i];
+      file << "\n";
+    }
     if (custom_hook) file << "custom_hook_calls " << custom_hook->calls << "\n";
     if (measured_hook) {
       char buf[64];

@@ -4,6 +4,10 @@
 
 namespace volt {
 
+/// The batch count of a loader without a length (one over an IterableDataset): Lightning's
+/// float("inf"). Loops run such a loader until its stream ends.
+inline constexpr int64_t kInfiniteBatches = INT64_MAX;
+
 /// A number of batches (count) or a share of a loader (fraction in (0, 1]).
 /// Lightning's int-or-float flags: limit_*_batches, val_check_interval.
 struct BatchLimit {

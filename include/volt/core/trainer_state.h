@@ -2,6 +2,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "volt/core/batch_limit.h"
 #include "volt/core/types.h"
@@ -44,8 +45,15 @@ struct TrainerState {
   /// fast_dev_run is on (set when a fit starts): EarlyStopping does not check and
   /// ModelCheckpoint does not save, as in Lightning.
   bool fast_dev_run = false;
-  /// Batches the current training epoch will run (after limit_train_batches).
+  /// Batches the current training epoch will run (after limit_train_batches);
+  /// kInfiniteBatches for a train loader without a length until its stream ends, when it
+  /// becomes the number of batches the epoch ran.
   int64_t num_training_batches = 0;
+  /// A train loader without a length: where its stream stands after batches_done batches
+  /// (the examples each loader worker delivered, and the worker whose batch comes next);
+  /// empty otherwise. Kept in checkpoints (volt.stream), so a resume continues at the next sample.
+  std::vector<int64_t> stream_examples;
+  int64_t stream_next_worker = 0;
   /// Batches per validation run (after limit_val_batches).
   int64_t num_val_batches = 0;
   /// Batches of the current evaluation/prediction run.

@@ -20,6 +20,13 @@ class Dataset {
   /// Several examples collated into one batch. The default stacks get(i) along a new
   /// first dimension, position by position; override it when a gather is cheaper.
   virtual Batch get_batch(const std::vector<int64_t>& indices) const;
+  /// The epoch of the pass about to start: the DataLoader calls it before each pass, on the
+  /// caller's thread, before any worker calls get(). A data set whose examples depend on the
+  /// epoch (random augmentations reseeded per epoch, as ImageFolder's) stores it, in a member
+  /// that get() may read from several threads (an atomic). The default ignores it. A data set
+  /// shared by two loaders sees the epoch of the pass started last; the Trainer gives its
+  /// validation passes the current epoch (as Lightning sets its samplers' epoch).
+  virtual void set_epoch(int64_t /*epoch*/) const {}
 };
 
 /// Examples are rows of tensors that share their first dimension. get_batch gathers
@@ -43,6 +50,8 @@ class Subset : public Dataset {
   int64_t size() const override;
   Batch get(int64_t index) const override;
   Batch get_batch(const std::vector<int64_t>& indices) const override;
+  /// Passes the epoch on to the base data set.
+  void set_epoch(int64_t epoch) const override { base_->set_epoch(epoch); }
   const std::vector<int64_t>& indices() const { return indices_; }
 
  private:

@@ -20,7 +20,12 @@ class TrainingEpochLoop : public Loop {
   /// True when this epoch validates (check_val_every_n_epoch; a val loader with batches).
   bool is_validation_epoch() const;
   /// A new fit: the "stop held back by min_epochs/min_steps" notice may be printed again.
-  void begin_fit() { announced_held_stop_ = false; }
+  /// Also notes the fit's batch count per epoch (kInfiniteBatches for a stream), which every
+  /// epoch of a stream starts from.
+  void begin_fit() {
+    announced_held_stop_ = false;
+    planned_batches_ = ctx_.state.num_training_batches;
+  }
   /// Prints, once per fit on rank 0, that a stop waits for min_epochs/min_steps.
   void announce_held_stop();
 
@@ -28,7 +33,8 @@ class TrainingEpochLoop : public Loop {
   /// Lightning's validation points: every int(n * fraction) batches, or every `count`
   /// batches (of the epoch, or of the run without check_val_every_n_epoch); and, whatever
   /// the schedule, at a batch after which a requested stop takes effect (`stopping`).
-  bool should_validate_after(int64_t batch_idx, int64_t num_batches, bool stopping) const;
+  /// `stream_ended`: this batch was the last of a stream without a length.
+  bool should_validate_after(int64_t batch_idx, int64_t num_batches, bool stopping, bool stream_ended) const;
   void run_validation();
   void step_schedulers(Interval interval);
   bool reached_max_steps() const;
@@ -39,6 +45,7 @@ class TrainingEpochLoop : public Loop {
   bool interrupted(bool at_step_boundary);
 
   bool announced_held_stop_ = false;
+  int64_t planned_batches_ = 0;
 };
 
 }  // namespace volt::loops

@@ -63,9 +63,9 @@ class ImageFolder : public Dataset {
   std::vector<int64_t> targets() const;
   const std::string& root() const { return root_; }
 
-  /// The epoch whose augmentations get() draws (call it at each epoch's start, as
-  /// DistributedSampler.set_epoch is called, for fresh crops every epoch).
-  void set_epoch(int64_t epoch) { epoch_.store(epoch); }
+  /// The epoch whose augmentations get() draws. The DataLoader calls it before each pass
+  /// (Dataset::set_epoch), so every epoch gets fresh crops.
+  void set_epoch(int64_t epoch) const override { epoch_.store(epoch); }
   int64_t epoch() const { return epoch_.load(); }
   uint64_t seed() const { return seed_; }
   /// The seed of sample `index`'s generator in the current epoch.
@@ -83,7 +83,7 @@ class ImageFolder : public Dataset {
   std::vector<std::pair<std::string, int64_t>> samples_;
   std::vector<std::pair<std::string, std::string>> skipped_;
   uint64_t seed_ = 0;
-  std::atomic<int64_t> epoch_{0};
+  mutable std::atomic<int64_t> epoch_{0};
 };
 
 }  // namespace volt::data
