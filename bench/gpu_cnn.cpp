@@ -35,7 +35,14 @@
 #include "volt/core/seed.h"
 #include "volt/volt.h"
 
+#include "gpu_bench.h"
+
 namespace {
+
+using gpu_bench::Side;
+using gpu_bench::StepTimer;
+using gpu_bench::synchronize;
+using gpu_bench::weights_of;
 
 struct Args {
   int64_t steps = 300, warmup = 20, rounds = 2, batch = 64;
@@ -80,14 +87,6 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
-void synchronize(const c10::Device& device) {
-#ifdef VOLT_WITH_CUDA
-  if (device.is_cuda()) c10::cuda::device_synchronize();
-#else
-  (void)device;
-#endif
-}
-
 torch::nn::Sequential make_net() {
   using namespace torch::nn;
   return Sequential(Conv2d(Conv2dOptions(1, 32, 3).padding(1)), ReLU(), MaxPool2d(2),
@@ -110,37 +109,6 @@ class CnnModule : public volt::Module {
 };
 
 /// From the start of batch `warmup` to the end of training, the device synchronised at both ends.
-class StepTimer : public volt::callbacks::Callback {
- public:
-  StepTimer(int64_t warmup, c10::Device device) : warmup_(warmup), device_(device) {}
-  std::string state_key() const override { return "StepTimer"; }
-  void on_train_batch_start(volt::TrainerView&, const volt::Batch&, int64_t batch_idx) override {
-    if (batch_idx != warmup_) return;
-    synchronize(device_);
-    start_ = std::chrono::steady_clock::now();
-  }
-  void on_train_end(volt::TrainerView&) override {
-    synchronize(device_);
-    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  }
-  double seconds = 0;
-
- private:
-  int64_t warmup_;
-  c10::Device device_;
-  std::chrono::steady_clock::time_point start_;
-};
-
-struct Side {
-  double seconds = 0;
-  std::vector<at::Tensor> weights;
-};
-
-std::vector<at::Tensor> weights_of(torch::nn::Module& m) {
-  std::vector<at::Tensor> out;
-  for (const auto& p : m.parameters()) out.push_back(p.detach().to(at::kCPU).clone());
-  return out;
-}
 
 Side run_volt(const Args& a, const at::Tensor& x, const at::Tensor& y, c10::Device device, int64_t batches) {
   volt::seed_everything(42);

@@ -59,7 +59,14 @@
 #include "volt/core/seed.h"
 #include "volt/volt.h"
 
+#include "gpu_bench.h"
+
 namespace {
+
+using gpu_bench::Side;
+using gpu_bench::StepTimer;
+using gpu_bench::synchronize;
+using gpu_bench::weights_of;
 
 struct Args {
   int64_t steps = 30, warmup = 5, rounds = 2, batch = 16, seq = 1024, layers = 12, width = 768, heads = 12,
@@ -121,14 +128,6 @@ Args parse(int argc, char** argv) {
   }
   if (a.device != "cuda" && a.device != "cpu") throw volt::ConfigError("--device must be cuda or cpu, got " + a.device);
   return a;
-}
-
-void synchronize(const c10::Device& device) {
-#ifdef VOLT_WITH_CUDA
-  if (device.is_cuda()) c10::cuda::device_synchronize();
-#else
-  (void)device;
-#endif
 }
 
 /// One pre-norm transformer block (GPT-2's), causal attention.
@@ -270,26 +269,6 @@ class LmModule : public volt::Module {
 
 /// Times the steps after the warm-up ones: from the start of batch `warmup` to the end of
 /// training, the device synchronised at both ends.
-class StepTimer : public volt::callbacks::Callback {
- public:
-  StepTimer(int64_t warmup, c10::Device device) : warmup_(warmup), device_(device) {}
-  std::string state_key() const override { return "StepTimer"; }
-  void on_train_batch_start(volt::TrainerView&, const volt::Batch&, int64_t batch_idx) override {
-    if (batch_idx != warmup_) return;
-    synchronize(device_);
-    start_ = std::chrono::steady_clock::now();
-  }
-  void on_train_end(volt::TrainerView&) override {
-    synchronize(device_);
-    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  }
-  double seconds = 0;
-
- private:
-  int64_t warmup_;
-  c10::Device device_;
-  std::chrono::steady_clock::time_point start_;
-};
 
 struct Data {
   at::Tensor x, y;  // [steps * batch, seq] int64, CPU (pinned on a CUDA run)
@@ -304,17 +283,6 @@ Data make_data(const Args& a, int64_t batches, bool pin) {
     d.y = d.y.pin_memory();
   }
   return d;
-}
-
-struct Side {
-  double seconds = 0;
-  std::vector<at::Tensor> weights;  // --tiny only
-};
-
-std::vector<at::Tensor> weights_of(torch::nn::Module& m) {
-  std::vector<at::Tensor> out;
-  for (const auto& p : m.parameters()) out.push_back(p.detach().to(at::kCPU).clone());
-  return out;
 }
 
 Side run_volt(const Args& a, const Data& d, c10::Device device, int64_t batches) {
