@@ -78,9 +78,8 @@ class WorkerStream : public BatchStream {
  public:
   WorkerStream(Pass pass, int64_t num_workers, int64_t prefetch_factor, std::shared_ptr<detail::WorkerPool> pool)
       : pass_(std::move(pass)),
-        prefetch_(static_cast<size_t>(prefetch_factor)),
         next_(pass_.begin_batch),
-        queues_(static_cast<size_t>(num_workers)),
+        queues_(static_cast<size_t>(num_workers), static_cast<size_t>(prefetch_factor), stop_),
         workers_(std::move(pool)) {
     try {
       workers_.start(num_workers, [this](int64_t w) { run(w); });
@@ -96,15 +95,7 @@ class WorkerStream : public BatchStream {
     // The worker that failed has stopped, so the pass cannot go on past its error.
     if (error_) std::rethrow_exception(error_);
     if (next_ >= pass_.end_batch) return std::nullopt;
-    Queue& q = queues_[static_cast<size_t>(next_ % num_workers())];
-    Item item;
-    {
-      std::unique_lock<std::mutex> lock(q.mutex);
-      q.changed.wait(lock, [&] { return !q.items.empty(); });
-      item = std::move(q.items.front());
-      q.items.pop_front();
-    }
-    q.changed.notify_all();
+    Item item = queues_.pop(static_cast<size_t>(next_ % num_workers()));
     ++next_;
     if (item.error) {
       error_ = item.error;
@@ -120,16 +111,10 @@ class WorkerStream : public BatchStream {
     Batch batch;
     std::exception_ptr error;
   };
-  struct Queue {
-    std::mutex mutex;
-    std::condition_variable changed;  // the worker waits for room, the consumer for an item
-    std::deque<Item> items;
-  };
-
   int64_t num_workers() const { return static_cast<int64_t>(queues_.size()); }
 
   void run(int64_t w) {
-    Queue& q = queues_[static_cast<size_t>(w)];
+    const auto slot = static_cast<size_t>(w);
     try {
       detail::use_one_intra_op_thread_in_this_thread();
     } catch (...) {
@@ -139,11 +124,7 @@ class WorkerStream : public BatchStream {
     const int64_t step = num_workers();
     int64_t k = pass_.begin_batch + ((w - pass_.begin_batch) % step + step) % step;
     for (; k < pass_.end_batch; k += step) {
-      {
-        std::unique_lock<std::mutex> lock(q.mutex);
-        q.changed.wait(lock, [&] { return stop_.load() || q.items.size() < prefetch_; });
-        if (stop_) return;
-      }
+      if (!queues_.wait_for_room(slot)) return;
       Item item;
       try {
         item.batch = pass_.load(k, indices);
@@ -151,31 +132,20 @@ class WorkerStream : public BatchStream {
         item.error = std::current_exception();
       }
       const bool failed = item.error != nullptr;
-      {
-        std::lock_guard<std::mutex> lock(q.mutex);
-        if (stop_) return;
-        q.items.push_back(std::move(item));
-      }
-      q.changed.notify_all();
-      if (failed) return;
+      if (!queues_.push(slot, std::move(item)) || failed) return;
     }
   }
 
   void shutdown() {
     stop_ = true;
-    for (auto& q : queues_) {
-      // Taking the lock orders the store before any wait that has not yet checked it.
-      { std::lock_guard<std::mutex> lock(q.mutex); }
-      q.changed.notify_all();
-    }
+    queues_.close();
     workers_.wait();
   }
 
   Pass pass_;
-  size_t prefetch_;
   int64_t next_;
-  std::deque<Queue> queues_;  // deque: Queue holds a mutex and cannot move
-  std::atomic<bool> stop_{false};
+  std::atomic<bool> stop_{false};  // before the queues, which watch it
+  detail::WorkerQueues<Item> queues_;
   std::exception_ptr error_;
   detail::PassWorkers workers_;  // last: destroyed (and waited for) before the queues
 };

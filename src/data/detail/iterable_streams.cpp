@@ -138,8 +138,7 @@ class WorkerIterableStream : public BatchStream {
   WorkerIterableStream(StreamPass pass, int64_t num_workers, int64_t prefetch_factor,
                        std::shared_ptr<WorkerPool> pool)
       : pass_(std::move(pass)),
-        prefetch_(static_cast<size_t>(prefetch_factor)),
-        queues_(static_cast<size_t>(num_workers)),
+        queues_(static_cast<size_t>(num_workers), static_cast<size_t>(prefetch_factor), stop_),
         done_(static_cast<size_t>(num_workers), false),
         remaining_(num_workers),
         workers_(std::move(pool)) {
@@ -159,15 +158,7 @@ class WorkerIterableStream : public BatchStream {
     if (error_) std::rethrow_exception(error_);
     while (remaining_ > 0) {
       const auto w = static_cast<size_t>(position_.next_worker);
-      Queue& q = queues_[w];
-      Item item;
-      {
-        std::unique_lock<std::mutex> lock(q.mutex);
-        q.changed.wait(lock, [&] { return !q.items.empty(); });
-        item = std::move(q.items.front());
-        q.items.pop_front();
-      }
-      q.changed.notify_all();
+      Item item = queues_.pop(w);
       if (item.error) {
         error_ = item.error;
         std::rethrow_exception(error_);
@@ -195,12 +186,6 @@ class WorkerIterableStream : public BatchStream {
     bool end = false;
     std::exception_ptr error;
   };
-  struct Queue {
-    std::mutex mutex;
-    std::condition_variable changed;  // the worker waits for room, the consumer for an item
-    std::deque<Item> items;
-  };
-
   int64_t num_workers() const { return static_cast<int64_t>(queues_.size()); }
 
   void advance() {
@@ -211,7 +196,7 @@ class WorkerIterableStream : public BatchStream {
   }
 
   void run(int64_t w) {
-    Queue& q = queues_[static_cast<size_t>(w)];
+    const auto slot = static_cast<size_t>(w);
     try {
       use_one_intra_op_thread_in_this_thread();
     } catch (...) {
@@ -219,11 +204,7 @@ class WorkerIterableStream : public BatchStream {
     }
     Reader reader(pass_, w);
     for (;;) {
-      {
-        std::unique_lock<std::mutex> lock(q.mutex);
-        q.changed.wait(lock, [&] { return stop_.load() || q.items.size() < prefetch_; });
-        if (stop_) return;
-      }
+      if (!queues_.wait_for_room(slot)) return;
       Item item;
       try {
         auto batch = reader.next(item.count);
@@ -236,33 +217,22 @@ class WorkerIterableStream : public BatchStream {
         item.error = std::current_exception();
       }
       const bool last = item.end || item.error != nullptr;
-      {
-        std::lock_guard<std::mutex> lock(q.mutex);
-        if (stop_) return;
-        q.items.push_back(std::move(item));
-      }
-      q.changed.notify_all();
-      if (last) return;
+      if (!queues_.push(slot, std::move(item)) || last) return;
     }
   }
 
   void shutdown() {
     stop_ = true;
-    for (auto& q : queues_) {
-      // Taking the lock orders the store before any wait that has not yet checked it.
-      { std::lock_guard<std::mutex> lock(q.mutex); }
-      q.changed.notify_all();
-    }
+    queues_.close();
     workers_.wait();
   }
 
   StreamPass pass_;
-  size_t prefetch_;
-  std::deque<Queue> queues_;  // deque: Queue holds a mutex and cannot move
+  std::atomic<bool> stop_{false};  // before the queues, which watch it
+  WorkerQueues<Item> queues_;
   std::vector<bool> done_;
   int64_t remaining_;
   StreamPosition position_;
-  std::atomic<bool> stop_{false};
   std::exception_ptr error_;
   PassWorkers workers_;  // last: destroyed (and waited for) before the queues
 };
