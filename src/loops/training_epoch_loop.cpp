@@ -67,12 +67,20 @@ bool TrainingEpochLoop::interrupted(bool at_step_boundary) {
                        std::to_string(state.global_step) + " (epoch " + std::to_string(state.current_epoch) +
                        ", batch " + std::to_string(state.batches_done) + ") and saved " + path;
   if (requeue) {
-    // Only rank 0 requeues: one job, one requeue.
-    reason += "; " + (state.is_global_zero ? ctx_.signals->requeue() : std::string("rank 0 requeues the job.")) +
-              " The requeued job resumes from it.";
-  } else {
-    reason += "; resume with fit(..., ckpt_path=\"" + path + "\").";
+    // Only rank 0 requeues: one job, one requeue. The report comes first: Slurm cancels the
+    // job's step as soon as it is requeued, and what a task writes after that may not reach
+    // the job's log (CI lost the line once).
+    ctx_.view.request_stop(reason + "; requeueing the job.");
+    if (state.is_global_zero) {
+      const std::string outcome = ctx_.signals->requeue();
+      std::cout << "volt: " << outcome << " The requeued job resumes from it." << std::endl;
+      state.stop_reason = reason + "; " + outcome + " The requeued job resumes from it.";
+    } else {
+      state.stop_reason = reason + "; rank 0 requeues the job.";
+    }
+    return true;
   }
+  reason += "; resume with fit(..., ckpt_path=\"" + path + "\").";
   ctx_.view.request_stop(reason);
   return true;
 }

@@ -147,8 +147,10 @@ echo "job $job: $state after $restarts requeue(s), $(( $(date +%s) - start )) s 
 grep -v '^  ' "$T/requeue.log" | grep -Ev '^(epoch|validation|test batch) ' | tail -n 20
 [ "$state" = COMPLETED ] || fail "the requeued job ended $state"
 [ "$restarts" = 1 ] || fail "the job was requeued $restarts times, not once"
-grep -q "received SIGUSR1: .*saved $T/requeue/hpc_ckpt_1.ckpt; requeued job $job" "$T/requeue.log" ||
-  fail "Volt did not report the requeue checkpoint and the requeue"
+grep -q "received SIGUSR1: .*saved $T/requeue/hpc_ckpt_1.ckpt; requeueing the job" "$T/requeue.log" ||
+  fail "Volt did not report the requeue checkpoint before requeueing"
+# Said after scontrol returned, when Slurm may already be cancelling the step: not required in the log.
+grep -q "requeued job $job (scontrol requeue" "$T/requeue.log" || echo "note: the line after the requeue did not reach the log"
 grep -q "volt-test attempt 1" "$T/requeue.log" || fail "the job did not start a second time"
 grep -q "resuming from the requeue checkpoint $T/requeue/hpc_ckpt_1.ckpt" "$T/requeue.log" ||
   fail "the second attempt did not resume from hpc_ckpt_1.ckpt"
