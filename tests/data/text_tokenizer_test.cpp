@@ -114,15 +114,24 @@ std::string small_corpus() {
     if (text.size() > 200000) text.resize(text.rfind('\n', 200000) + 1);
     return text;
   }
+  // Words of two to four syllables (about 2,000 distinct), so that a unigram model finds a few hundred
+  // pieces in any SentencePiece version (0.2.0 refuses a vocab above ~70 on a corpus of 20 words).
+  const char* onsets[] = {"b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "sh", "tr"};
+  const char* vowels[] = {"a", "e", "i", "o", "u", "ai", "ou"};
   std::string text;
-  const char* words[] = {"the",  "quick", "brown",  "fox", "jumps", "over",   "lazy", "dog",    "and",   "runs",
-                         "away", "from",  "hunter", "who", "never", "sleeps", "in",   "winter", "night", "sky"};
   uint64_t x = 12345;
+  auto next = [&x](uint64_t n) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    return (x >> 33) % n;
+  };
+  std::vector<std::string> words;
+  for (int i = 0; i < 2000; ++i) {
+    std::string w;
+    for (uint64_t k = 2 + next(3); k > 0; --k) w += std::string(onsets[next(16)]) + vowels[next(7)];
+    words.push_back(w);
+  }
   for (int line = 0; line < 3000; ++line) {
-    for (int w = 0; w < 12; ++w) {
-      x = x * 6364136223846793005ull + 1442695040888963407ull;
-      text += std::string(w ? " " : "") + words[(x >> 33) % 20];
-    }
+    for (int w = 0; w < 12; ++w) text += std::string(w ? " " : "") + words[next(next(2) ? 200 : 2000)];
     text += ".\n";
   }
   return text;
