@@ -124,13 +124,15 @@ std::string small_corpus() {
     x = x * 6364136223846793005ull + 1442695040888963407ull;
     return (x >> 33) % n;
   };
-  std::vector<std::string> words;
-  for (int i = 0; i < 2000; ++i) {
+  // The probes' words come first, among the frequent ones.
+  std::vector<std::string> words{"The", "the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "and"};
+  while (words.size() < 2000) {
     std::string w;
     for (uint64_t k = 2 + next(3); k > 0; --k) w += std::string(onsets[next(16)]) + vowels[next(7)];
     words.push_back(w);
   }
   for (int line = 0; line < 3000; ++line) {
+    if (line % 25 == 0) text += "The quick brown fox jumps over the lazy dog.\n";
     for (int w = 0; w < 12; ++w) text += std::string(w ? " " : "") + words[next(next(2) ? 200 : 2000)];
     text += ".\n";
   }
