@@ -68,6 +68,52 @@ if [ $# -eq 0 ] || [[ " $* " == *" minimal "* ]]; then
   fi
 fi
 if [ $# -eq 0 ] || [[ " $* " == *" image-classification "* ]]; then
+  # The image-classification project on a folder of images (issue 19): 3 classes of PNG and JPEG files of different
+  # sizes and colours, written by the test with python3-pil (libpng, libjpeg-turbo), one unreadable file among them,
+  # which must fail the run naming that file; without it the run trains 2 epochs and tests.
+  app=$work/image_classification_app
+  imgs=$work/image_folder
+  /usr/bin/python3 - "$imgs" <<'PY'
+import os, random, sys
+from PIL import Image
+root, rng = sys.argv[1], random.Random(7)
+for c, (name, colour) in enumerate([("cat", (200, 40, 40)), ("dog", (40, 200, 40)), ("owl", (40, 40, 200))]):
+    os.makedirs(os.path.join(root, name))
+    for i in range(12):
+        w, h = rng.randint(20, 60), rng.randint(20, 60)
+        img = Image.new("RGB", (w, h), tuple(max(0, min(255, v + rng.randint(-30, 30))) for v in colour))
+        for _ in range(40):
+            img.putpixel((rng.randrange(w), rng.randrange(h)), (rng.randrange(256),) * 3)
+        img.save(os.path.join(root, name, f"{i:02d}." + ("png" if i % 2 else "jpg")), quality=90)
+PY
+  printf 'not an image' > "$imgs/dog/broken.png"
+  run_folder() { (cd "$app" && ./build/image_classification_app --data.image_folder "$imgs" --data.val_size 6 \
+                    --data.batch_size 8 --trainer.max_epochs 2 --trainer.default_root_dir folder_runs "$@" 2>&1); }
+  if [ ! -x "$app/build/image_classification_app" ]; then
+    echo "FAILED: image folder run (the image-classification project was not built)"
+    status=1
+  elif out=$(run_folder); then
+    echo "$out" | tail -n 5
+    echo "FAILED: image folder run with an unreadable file succeeded"
+    status=1
+  elif ! echo "$out" | grep -q "broken.png"; then
+    echo "$out" | tail -n 20
+    echo "FAILED: image folder run with an unreadable file did not name it"
+    status=1
+  else
+    echo "   unreadable file reported: $(echo "$out" | grep -m1 -o '[^ ]*broken.png[^ ]*')"
+    rm "$imgs/dog/broken.png"
+    if ! out=$(run_folder) || ! echo "$out" | grep -q "image folder $imgs: 3 classes" ||
+       ! echo "$out" | grep -q "test accuracy:"; then
+      echo "$out" | tail -n 20
+      echo "FAILED: image folder run"
+      status=1
+    else
+      echo "   image folder run: $(echo "$out" | grep -m1 'classes'), $(echo "$out" | grep -m1 'test accuracy:')"
+    fi
+  fi
+fi
+if [ $# -eq 0 ] || [[ " $* " == *" image-classification "* ]]; then
   # backend xla-tpu: its README's TPU run, on Volt's TPU emulation (8 spawned processes), one epoch.
   if ! project xla_app "$work/xla_app" --template image-classification --backend xla-tpu --max-epochs 1; then
     echo "FAILED: xla-tpu project"
