@@ -12,7 +12,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 
-all_targets=(cli checkpoint safetensors idx generator_options ui_api csv token_file)
+all_targets=(cli checkpoint safetensors idx generator_options ui_api csv token_file image)
 seconds=30
 seed=0      # 0: libFuzzer picks one
 runs=-1     # -1: no cap on executions

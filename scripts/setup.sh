@@ -98,5 +98,6 @@ jobs=$(nproc)
 # objects of an earlier build of the same sources.
 export CCACHE_BASEDIR="$PWD"
 echo "volt setup: building build/ with $jobs jobs"
+build_start=$SECONDS
 cmake --build build -j "$jobs"
-echo "volt setup: build/ is up to date"
+echo "volt setup: build/ is up to date (the build took $((SECONDS - build_start)) s)"

@@ -2,6 +2,8 @@
 # Builds Volt and runs its tests against LibTorch 2.6, inside a Debian 13 (trixie) chroot.
 #   bash scripts/test-trixie.sh            all tests
 #   bash scripts/test-trixie.sh -L unit    extra arguments go to ctest
+#   bash scripts/test-trixie.sh --prepare  only make the chroot and install its packages (.ci/run does this in
+#                                          the background while the Debian 12 part builds: mostly downloads)
 # Run as root. The chroot lives in $VOLT_TRIXIE_ROOT (default /var/cache/volt-trixie) and
 # is reused: made once with debootstrap (~2.5 min, 1.3 GB), then only checked. The repo is
 # bind-mounted at its own absolute path; the build goes to build-torch26/ (its binaries
@@ -10,6 +12,13 @@ set -euo pipefail
 
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 cd "$src"
+
+prepare=0
+if [ "${1:-}" = --prepare ]; then
+  prepare=1
+  shift
+  [ $# -eq 0 ] || { echo "volt trixie: --prepare takes no ctest arguments (got: $*)" >&2; exit 2; }
+fi
 
 R=${VOLT_TRIXIE_ROOT:-/var/cache/volt-trixie}
 R=${R%/}
@@ -80,9 +89,9 @@ fi
 if [ ! -e "$R/.ready" ]; then
   if ! command -v debootstrap >/dev/null; then
     say "installing debootstrap on the host"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends debootstrap </dev/null ||
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=300 debootstrap </dev/null ||
       { DEBIAN_FRONTEND=noninteractive apt-get update -q &&
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends debootstrap </dev/null; }
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=300 debootstrap </dev/null; }
   fi
   mirror=${VOLT_TRIXIE_MIRROR:-}
   if [ -z "$mirror" ] && [ -f /etc/apt/sources.list.d/debian.sources ]; then
@@ -130,17 +139,23 @@ else
   say "chroot $R has all ${#packages[@]} packages"
 fi
 say "LibTorch $(chroot "$R" "${in_chroot[@]}" dpkg-query -W -f='${Version}' libtorch-dev), $(chroot "$R" "${in_chroot[@]}" g++ --version | head -n 1)"
+if [ "$prepare" -eq 1 ]; then
+  say "chroot $R is ready (--prepare: nothing built)"
+  exit 0
+fi
 
 jobs=$(nproc)
 say "configuring build-torch26/"
 chroot "$R" "${in_chroot[@]}" sh -c 'cd "$1" &&
     cmake -S . -B build-torch26 -G Ninja -DCMAKE_BUILD_TYPE=Release -DVOLT_BUILD_BENCH=ON' sh "$src"
 say "building build-torch26/ with $jobs jobs"
+build_start=$SECONDS
 chroot "$R" "${in_chroot[@]}" sh -c 'cd "$1" && cmake --build build-torch26 -j "$2"' sh "$src" "$jobs"
-say "running ctest${*:+ $*} (without labels e2e, pristine and gpu-dry: the browser test of volt ui, the package test and the GPU script's dry run run on the host)"
+say "build-torch26/ built in $((SECONDS - build_start)) s"
+say "running ctest${*:+ $*} (without labels e2e, pristine, gpu-dry and slow: the browser test of volt ui, the package test, the GPU script's dry run, and the trainings on real data and the notebook run on the host only, to keep CI short)"
 status=0
 chroot "$R" "${in_chroot[@]}" sh -c 'cd "$1" && shift && ctest --test-dir build-torch26 --output-on-failure \
-    --no-tests=error -j 2 -LE "e2e|pristine|gpu-dry" "$@"' sh "$src" "$@" || status=$?
+    --no-tests=error -j 2 -LE "e2e|pristine|gpu-dry|slow" "$@"' sh "$src" "$@" || status=$?
 if [ "$status" -ne 0 ]; then
   say "FAILED: tests against LibTorch 2.6 (ctest exit $status)"
   exit 1

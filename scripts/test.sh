@@ -26,9 +26,11 @@ exclude=()
 skip=()
 [ "${#exclude[@]}" -eq 0 ] || skip=(-LE "$(IFS='|'; echo "${exclude[*]}")")
 echo "volt test: running ctest${skip[*]:+ ${skip[*]}}${*:+ $*}"
+ctest_start=$SECONDS
 if ! ctest --test-dir build --output-on-failure --no-tests=error -j 2 "${skip[@]}" "$@"; then
   failed+=("ctest")
 fi
+echo "volt test: ctest took $((SECONDS - ctest_start)) s"
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -49,9 +51,11 @@ if ! consumer_check; then
 elif [ -x build/tools/generator/volt-new ]; then
   # volt new: every template rendered, built against the installed prefix and run by following its README.
   echo "volt test: building and running every volt new template against $tmp/prefix"
+  templates_start=$SECONDS
   if ! bash tests/generator/generated_projects.sh build/tools/generator/volt-new "$tmp/prefix"; then
     failed+=("volt new templates (tests/generator/generated_projects.sh)")
   fi
+  echo "volt test: the templates took $((SECONDS - templates_start)) s"
 fi
 
 if [ "${#failed[@]}" -gt 0 ]; then

@@ -55,7 +55,7 @@ std::string python_repr(double v) {
   return sign + mant + ebuf;
 }
 
-std::string pad(const std::string& s, int width) {
+std::string pad_left(const std::string& s, int width) {
   if (static_cast<int>(s.size()) >= width) return s;
   return std::string(width - s.size(), ' ') + s;
 }
@@ -176,13 +176,13 @@ std::string ModelCheckpoint::render(const std::vector<Piece>& pieces, const std:
                         " is not one. Use a float spec such as '{" + p.text + ":.2f}'.");
     }
     if (!std::isfinite(v)) {
-      text = pad(python_repr(v), p.width);
+      text = pad_left(python_repr(v), p.width);
     } else if (integral && (p.type == 0 || p.type == 'd') && p.precision < 0) {
       std::snprintf(buf, sizeof buf, p.zero_pad ? "%0*lld" : "%*lld", p.width,
                     static_cast<long long>(v));
       text = buf;
     } else if (p.type == 0 && p.precision < 0) {
-      text = pad(python_repr(v), p.width);
+      text = pad_left(python_repr(v), p.width);
     } else {
       const char type = p.type == 0 ? 'g' : p.type;
       const int precision = p.precision < 0 ? 6 : p.precision;

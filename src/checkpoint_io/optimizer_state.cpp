@@ -28,16 +28,16 @@ namespace {
 using json = nlohmann::json;
 namespace optim = torch::optim;
 
-enum class Kind { kSGD, kAdam, kAdamW, kRMSprop, kAdagrad, kLBFGS, kOther };
+enum class OptimizerKind { kSGD, kAdam, kAdamW, kRMSprop, kAdagrad, kLBFGS, kOther };
 
-Kind kind_of(const optim::Optimizer& o) {
-  if (dynamic_cast<const optim::SGD*>(&o)) return Kind::kSGD;
-  if (dynamic_cast<const optim::AdamW*>(&o)) return Kind::kAdamW;
-  if (dynamic_cast<const optim::Adam*>(&o)) return Kind::kAdam;
-  if (dynamic_cast<const optim::RMSprop*>(&o)) return Kind::kRMSprop;
-  if (dynamic_cast<const optim::Adagrad*>(&o)) return Kind::kAdagrad;
-  if (dynamic_cast<const optim::LBFGS*>(&o)) return Kind::kLBFGS;
-  return Kind::kOther;
+OptimizerKind kind_of(const optim::Optimizer& o) {
+  if (dynamic_cast<const optim::SGD*>(&o)) return OptimizerKind::kSGD;
+  if (dynamic_cast<const optim::AdamW*>(&o)) return OptimizerKind::kAdamW;
+  if (dynamic_cast<const optim::Adam*>(&o)) return OptimizerKind::kAdam;
+  if (dynamic_cast<const optim::RMSprop*>(&o)) return OptimizerKind::kRMSprop;
+  if (dynamic_cast<const optim::Adagrad*>(&o)) return OptimizerKind::kAdagrad;
+  if (dynamic_cast<const optim::LBFGS*>(&o)) return OptimizerKind::kLBFGS;
+  return OptimizerKind::kOther;
 }
 
 // LibTorch 1.13 keys an optimizer's state by the parameter's TensorImpl address as a string, 2.x by the
@@ -63,10 +63,10 @@ std::string tensor_key(size_t index, int64_t p, const std::string& name) {
   return "optimizer_states." + std::to_string(index) + ".state." + std::to_string(p) + "." + name;
 }
 
-json group_options(Kind kind, const optim::OptimizerOptions& options) {
+json group_options(OptimizerKind kind, const optim::OptimizerOptions& options) {
   // PyTorch 1.13's option names and order; those LibTorch has no setting for take PyTorch's defaults.
   switch (kind) {
-    case Kind::kSGD: {
+    case OptimizerKind::kSGD: {
       const auto& o = static_cast<const optim::SGDOptions&>(options);
       return {{"lr", o.lr()},
               {"momentum", o.momentum()},
@@ -77,7 +77,7 @@ json group_options(Kind kind, const optim::OptimizerOptions& options) {
               {"foreach", nullptr},
               {"differentiable", false}};
     }
-    case Kind::kAdam: {
+    case OptimizerKind::kAdam: {
       const auto& o = static_cast<const optim::AdamOptions&>(options);
       return {{"lr", o.lr()},
               {"betas", {std::get<0>(o.betas()), std::get<1>(o.betas())}},
@@ -90,20 +90,20 @@ json group_options(Kind kind, const optim::OptimizerOptions& options) {
               {"differentiable", false},
               {"fused", false}};
     }
-    case Kind::kAdamW: {
+    case OptimizerKind::kAdamW: {
       const auto& o = static_cast<const optim::AdamWOptions&>(options);
       return {{"lr", o.lr()},           {"betas", {std::get<0>(o.betas()), std::get<1>(o.betas())}},
               {"eps", o.eps()},         {"weight_decay", o.weight_decay()},
               {"amsgrad", o.amsgrad()}, {"foreach", nullptr},
               {"maximize", false},      {"capturable", false}};
     }
-    case Kind::kRMSprop: {
+    case OptimizerKind::kRMSprop: {
       const auto& o = static_cast<const optim::RMSpropOptions&>(options);
       return {{"lr", o.lr()},       {"momentum", o.momentum()}, {"alpha", o.alpha()},
               {"eps", o.eps()},     {"centered", o.centered()}, {"weight_decay", o.weight_decay()},
               {"foreach", nullptr}, {"maximize", false},        {"differentiable", false}};
     }
-    case Kind::kAdagrad: {
+    case OptimizerKind::kAdagrad: {
       const auto& o = static_cast<const optim::AdagradOptions&>(options);
       return {{"lr", o.lr()},
               {"lr_decay", o.lr_decay()},
@@ -113,7 +113,7 @@ json group_options(Kind kind, const optim::OptimizerOptions& options) {
               {"foreach", nullptr},
               {"maximize", false}};
     }
-    case Kind::kLBFGS: {
+    case OptimizerKind::kLBFGS: {
       const auto& o = static_cast<const optim::LBFGSOptions&>(options);
       json search = nullptr;
       if (o.line_search_fn()) search = *o.line_search_fn();
@@ -125,7 +125,7 @@ json group_options(Kind kind, const optim::OptimizerOptions& options) {
               {"history_size", o.history_size()},
               {"line_search_fn", search}};
     }
-    case Kind::kOther:
+    case OptimizerKind::kOther:
       break;
   }
   return json::object();
@@ -160,17 +160,17 @@ bool flag(const json& group, const char* key, bool fallback, const std::string& 
 }
 
 /// Applies a file's group options to LibTorch options of `kind` (only after every check passed, `apply`).
-std::function<void()> set_options(Kind kind, optim::OptimizerOptions& options, const json& g, const std::string& where,
+std::function<void()> set_options(OptimizerKind kind, optim::OptimizerOptions& options, const json& g, const std::string& where,
                                   Problems& problems) {
   // PyTorch's state_dict does not name the optimizer's class, but its options do: a file of another kind
   // lacks the options of this one.
-  static const std::map<Kind, std::vector<const char*>> kOwnOptions = {
-      {Kind::kSGD, {"momentum", "dampening", "nesterov"}},
-      {Kind::kAdam, {"betas", "eps", "amsgrad"}},
-      {Kind::kAdamW, {"betas", "eps", "amsgrad"}},
-      {Kind::kRMSprop, {"alpha", "centered"}},
-      {Kind::kAdagrad, {"lr_decay", "initial_accumulator_value"}},
-      {Kind::kLBFGS, {"max_iter", "history_size", "tolerance_grad", "tolerance_change"}}};
+  static const std::map<OptimizerKind, std::vector<const char*>> kOwnOptions = {
+      {OptimizerKind::kSGD, {"momentum", "dampening", "nesterov"}},
+      {OptimizerKind::kAdam, {"betas", "eps", "amsgrad"}},
+      {OptimizerKind::kAdamW, {"betas", "eps", "amsgrad"}},
+      {OptimizerKind::kRMSprop, {"alpha", "centered"}},
+      {OptimizerKind::kAdagrad, {"lr_decay", "initial_accumulator_value"}},
+      {OptimizerKind::kLBFGS, {"max_iter", "history_size", "tolerance_grad", "tolerance_change"}}};
   std::string lacking;
   for (const char* key : kOwnOptions.at(kind)) {
     if (!g.contains(key)) lacking += std::string(lacking.empty() ? "" : ", ") + "'" + key + "'";
@@ -199,7 +199,7 @@ std::function<void()> set_options(Kind kind, optim::OptimizerOptions& options, c
     return std::make_tuple(b[0].get<double>(), b[1].get<double>());
   };
   switch (kind) {
-    case Kind::kSGD: {
+    case OptimizerKind::kSGD: {
       auto& o = static_cast<optim::SGDOptions&>(options);
       const double m = number(g, "momentum", o.momentum(), where, problems);
       const double d = number(g, "dampening", o.dampening(), where, problems);
@@ -207,7 +207,7 @@ std::function<void()> set_options(Kind kind, optim::OptimizerOptions& options, c
       const bool n = flag(g, "nesterov", o.nesterov(), where, problems);
       return [&o, lr, m, d, wd, n] { o.lr(lr).momentum(m).dampening(d).weight_decay(wd).nesterov(n); };
     }
-    case Kind::kAdam: {
+    case OptimizerKind::kAdam: {
       auto& o = static_cast<optim::AdamOptions&>(options);
       const auto b = betas(o.betas());
       const double eps = number(g, "eps", o.eps(), where, problems);
@@ -215,7 +215,7 @@ std::function<void()> set_options(Kind kind, optim::OptimizerOptions& options, c
       const bool ams = flag(g, "amsgrad", o.amsgrad(), where, problems);
       return [&o, lr, b, eps, wd, ams] { o.lr(lr).betas(b).eps(eps).weight_decay(wd).amsgrad(ams); };
     }
-    case Kind::kAdamW: {
+    case OptimizerKind::kAdamW: {
       auto& o = static_cast<optim::AdamWOptions&>(options);
       const auto b = betas(o.betas());
       const double eps = number(g, "eps", o.eps(), where, problems);
@@ -223,7 +223,7 @@ std::function<void()> set_options(Kind kind, optim::OptimizerOptions& options, c
       const bool ams = flag(g, "amsgrad", o.amsgrad(), where, problems);
       return [&o, lr, b, eps, wd, ams] { o.lr(lr).betas(b).eps(eps).weight_decay(wd).amsgrad(ams); };
     }
-    case Kind::kRMSprop: {
+    case OptimizerKind::kRMSprop: {
       auto& o = static_cast<optim::RMSpropOptions&>(options);
       const double alpha = number(g, "alpha", o.alpha(), where, problems);
       const double eps = number(g, "eps", o.eps(), where, problems);
@@ -233,7 +233,7 @@ std::function<void()> set_options(Kind kind, optim::OptimizerOptions& options, c
       return
           [&o, lr, alpha, eps, wd, m, c] { o.lr(lr).alpha(alpha).eps(eps).weight_decay(wd).momentum(m).centered(c); };
     }
-    case Kind::kAdagrad: {
+    case OptimizerKind::kAdagrad: {
       auto& o = static_cast<optim::AdagradOptions&>(options);
       const double decay = number(g, "lr_decay", o.lr_decay(), where, problems);
       const double eps = number(g, "eps", o.eps(), where, problems);
@@ -243,7 +243,7 @@ std::function<void()> set_options(Kind kind, optim::OptimizerOptions& options, c
         o.lr(lr).lr_decay(decay).eps(eps).weight_decay(wd).initial_accumulator_value(init);
       };
     }
-    case Kind::kLBFGS: {
+    case OptimizerKind::kLBFGS: {
       auto& o = static_cast<optim::LBFGSOptions&>(options);
       auto count = [&](const char* key, int64_t fallback) {
         const double v = number(g, key, static_cast<double>(fallback), where, problems);
@@ -275,7 +275,7 @@ std::function<void()> set_options(Kind kind, optim::OptimizerOptions& options, c
         o.line_search_fn(search);
       };
     }
-    case Kind::kOther:
+    case OptimizerKind::kOther:
       break;
   }
   return [] {};
@@ -406,8 +406,8 @@ std::unique_ptr<optim::LBFGSParamState> read_lbfgs_state(const Checkpoint& check
 }  // namespace
 
 bool dump_pytorch_optimizer_state(const optim::Optimizer& optimizer, size_t index, Checkpoint& checkpoint) {
-  const Kind kind = kind_of(optimizer);
-  if (kind == Kind::kOther) return false;
+  const OptimizerKind kind = kind_of(optimizer);
+  if (kind == OptimizerKind::kOther) return false;
   auto& opt = const_cast<optim::Optimizer&>(optimizer);  // state() has no const overload worth the name in 1.13
   json state = json::object();
   json groups = json::array();
@@ -418,7 +418,7 @@ bool dump_pytorch_optimizer_state(const optim::Optimizer& optimizer, size_t inde
     for (const auto& param : group.params()) {
       params.push_back(p);
       const auto it = opt.state().find(state_key<StateMap>(param));
-      if (kind == Kind::kLBFGS) {
+      if (kind == OptimizerKind::kLBFGS) {
         // One state, under the first parameter (LibTorch keys it there too).
         if (p == 0 && it != opt.state().end()) {
           json entries = json::object();
@@ -435,10 +435,10 @@ bool dump_pytorch_optimizer_state(const optim::Optimizer& optimizer, size_t inde
         };
         const auto* s = it->second.get();
         switch (kind) {
-          case Kind::kSGD:
+          case OptimizerKind::kSGD:
             put("momentum_buffer", static_cast<const optim::SGDParamState*>(s)->momentum_buffer());
             break;
-          case Kind::kAdam: {
+          case OptimizerKind::kAdam: {
             const auto* a = static_cast<const optim::AdamParamState*>(s);
             put("step", step_tensor(a->step()));
             put("exp_avg", a->exp_avg());
@@ -446,7 +446,7 @@ bool dump_pytorch_optimizer_state(const optim::Optimizer& optimizer, size_t inde
             put("max_exp_avg_sq", a->max_exp_avg_sq());
             break;
           }
-          case Kind::kAdamW: {
+          case OptimizerKind::kAdamW: {
             const auto* a = static_cast<const optim::AdamWParamState*>(s);
             put("step", step_tensor(a->step()));
             put("exp_avg", a->exp_avg());
@@ -454,7 +454,7 @@ bool dump_pytorch_optimizer_state(const optim::Optimizer& optimizer, size_t inde
             put("max_exp_avg_sq", a->max_exp_avg_sq());
             break;
           }
-          case Kind::kRMSprop: {
+          case OptimizerKind::kRMSprop: {
             const auto* r = static_cast<const optim::RMSpropParamState*>(s);
             entries["step"] = r->step();
             put("square_avg", r->square_avg());
@@ -462,14 +462,14 @@ bool dump_pytorch_optimizer_state(const optim::Optimizer& optimizer, size_t inde
             put("grad_avg", r->grad_avg());
             break;
           }
-          case Kind::kAdagrad: {
+          case OptimizerKind::kAdagrad: {
             const auto* a = static_cast<const optim::AdagradParamState*>(s);
             put("step", step_tensor(a->step()));
             put("sum", a->sum());
             break;
           }
-          case Kind::kLBFGS:
-          case Kind::kOther:
+          case OptimizerKind::kLBFGS:
+          case OptimizerKind::kOther:
             break;
         }
         state[std::to_string(p)] = entries;
@@ -496,9 +496,9 @@ bool has_pytorch_optimizer_state(const Checkpoint& checkpoint, size_t index) {
 void load_pytorch_optimizer_state(optim::Optimizer& optimizer, size_t index, const Checkpoint& checkpoint,
                                   const std::string& path) {
   const std::string label = "optimizer_states[" + std::to_string(index) + "]";
-  const Kind kind = kind_of(optimizer);
+  const OptimizerKind kind = kind_of(optimizer);
   const std::string file = "checkpoint " + quote_path(path);
-  if (kind == Kind::kOther) {
+  if (kind == OptimizerKind::kOther) {
     throw CheckpointError(file + " holds " + label +
                           " in PyTorch's layout, which Volt restores into SGD, Adam, AdamW, RMSprop, Adagrad and "
                           "LBFGS; "
@@ -577,7 +577,7 @@ void load_pytorch_optimizer_state(optim::Optimizer& optimizer, size_t index, con
                              checkpoint.tensors.count(tensor_key(index, std::stoll(file_p), "step")) ||
                              checkpoint.tensors.count(tensor_key(index, std::stoll(file_p), "momentum_buffer"));
       ++p;
-      if (kind == Kind::kLBFGS) {
+      if (kind == OptimizerKind::kLBFGS) {
         // One state for all parameters, under the first; the others have none.
         if (gi == 0 && k == 0 && state.contains(file_p)) {
           const auto& o = static_cast<const optim::LBFGSOptions&>(own_groups[gi].options());
@@ -593,7 +593,7 @@ void load_pytorch_optimizer_state(optim::Optimizer& optimizer, size_t index, con
       if (!has_state) continue;  // a parameter that has not stepped yet
       std::unique_ptr<optim::OptimizerParamState> s;
       switch (kind) {
-        case Kind::kSGD: {
+        case OptimizerKind::kSGD: {
           at::Tensor buf = tensor("momentum_buffer", false);
           if (!buf.defined()) continue;  // PyTorch keeps None there without momentum
           auto st = std::make_unique<optim::SGDParamState>();
@@ -601,13 +601,13 @@ void load_pytorch_optimizer_state(optim::Optimizer& optimizer, size_t index, con
           s = std::move(st);
           break;
         }
-        case Kind::kAdam:
-        case Kind::kAdamW: {
+        case OptimizerKind::kAdam:
+        case OptimizerKind::kAdamW: {
           const bool ams = g.value("amsgrad", false) == true;
           const int64_t n_step = step();
           at::Tensor m = tensor("exp_avg", true), v = tensor("exp_avg_sq", true);
           at::Tensor mx = ams ? tensor("max_exp_avg_sq", true) : at::Tensor();
-          if (kind == Kind::kAdam) {
+          if (kind == OptimizerKind::kAdam) {
             auto st = std::make_unique<optim::AdamParamState>();
             st->step(n_step).exp_avg(m).exp_avg_sq(v).max_exp_avg_sq(mx);
             s = std::move(st);
@@ -618,7 +618,7 @@ void load_pytorch_optimizer_state(optim::Optimizer& optimizer, size_t index, con
           }
           break;
         }
-        case Kind::kRMSprop: {
+        case OptimizerKind::kRMSprop: {
           auto st = std::make_unique<optim::RMSpropParamState>();
           st->step(step()).square_avg(tensor("square_avg", true));
           if (number(g, "momentum", 0, label, problems) > 0) st->momentum_buffer(tensor("momentum_buffer", true));
@@ -626,14 +626,14 @@ void load_pytorch_optimizer_state(optim::Optimizer& optimizer, size_t index, con
           s = std::move(st);
           break;
         }
-        case Kind::kAdagrad: {
+        case OptimizerKind::kAdagrad: {
           auto st = std::make_unique<optim::AdagradParamState>();
           st->step(step()).sum(tensor("sum", true));
           s = std::move(st);
           break;
         }
-        case Kind::kLBFGS:
-        case Kind::kOther:
+        case OptimizerKind::kLBFGS:
+        case OptimizerKind::kOther:
           break;
       }
       states.emplace_back(param, std::move(s));

@@ -33,7 +33,7 @@ using detail::PyValue;
 using detail::PyValuePtr;
 using Kind = PyValue::Kind;
 
-std::string shape_text(const at::Tensor& t) {
+std::string tensor_shape_text(const at::Tensor& t) {
   std::string out = "[";
   for (int64_t d = 0; d < t.dim(); ++d) out += (d ? ", " : "") + std::to_string(t.size(d));
   return out + "]";
@@ -55,7 +55,7 @@ nlohmann::json summary(const PyValue& v, int depth) {
       return std::to_string(v.s.size()) + " bytes";
     case Kind::kTensor: {
       std::string dtype = c10::toString(v.tensor.scalar_type());
-      return "tensor " + dtype + " " + shape_text(v.tensor);
+      return "tensor " + dtype + " " + tensor_shape_text(v.tensor);
     }
     case Kind::kObject:
       return "object " + printable(v.s);

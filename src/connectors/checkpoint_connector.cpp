@@ -125,9 +125,18 @@ Checkpoint CheckpointConnector::dump(const CheckpointParts& parts, bool weights_
     }
     volt["loops"] = checkpoint_io::progress_json(progress);
     // A train loader without a length: how far each worker's stream got (Volt's own key; Lightning
-    // ignores "volt"). Under ddp this is the writing rank's position (docs/data.md).
+    // ignores "volt"). Under ddp "ranks" holds every rank's position, each rank resuming from its
+    // own; "examples" and "next_worker" are the writing rank's (docs/data.md).
     if (!parts.state.stream_examples.empty()) {
       volt["stream"] = {{"examples", parts.state.stream_examples}, {"next_worker", parts.state.stream_next_worker}};
+      if (!parts.state.stream_rank_examples.empty()) {
+        auto ranks = nlohmann::json::array();
+        for (size_t r = 0; r < parts.state.stream_rank_examples.size(); ++r) {
+          ranks.push_back({{"examples", parts.state.stream_rank_examples[r]},
+                           {"next_worker", parts.state.stream_rank_next_worker[r]}});
+        }
+        volt["stream"]["ranks"] = std::move(ranks);
+      }
     }
     auto cb_state = nlohmann::json::object();
     for (const auto& cb : parts.callbacks) {
@@ -218,26 +227,46 @@ void CheckpointConnector::validate_progress(const Checkpoint& checkpoint, const 
     }
   }
   if (volt.is_object() && volt.contains("stream")) {
-    const auto& stream = volt.at("stream");
-    if (!stream.is_object() || !stream.contains("examples") || !stream.at("examples").is_array() ||
-        stream.at("examples").empty()) {
-      problems.push_back("volt.stream needs \"examples\", a list with one count per loader worker");
-    } else {
-      const auto& examples = stream.at("examples");
+    // One position: "examples" (a count per loader worker) and "next_worker", at `where`.
+    auto check_position = [&](const nlohmann::json& position, const std::string& where) {
+      if (!position.is_object() || !position.contains("examples") || !position.at("examples").is_array() ||
+          position.at("examples").empty()) {
+        problems.push_back(where + " needs \"examples\", a list with one count per loader worker");
+        return;
+      }
+      const auto& examples = position.at("examples");
       for (size_t i = 0; i < examples.size(); ++i) {
         const auto& v = examples[i];
         if (!v.is_number_integer() || (!v.is_number_unsigned() && v.get<int64_t>() < 0)) {
-          problems.push_back("volt.stream.examples[" + std::to_string(i) + "] is " +
+          problems.push_back(where + ".examples[" + std::to_string(i) + "] is " +
                              v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
                              ", not a count of at least 0");
         }
       }
-      const auto next = stream.value("next_worker", nlohmann::json(0));
+      const auto next = position.value("next_worker", nlohmann::json(0));
       if (!next.is_number_integer() || next.get<int64_t>() < 0 ||
           next.get<int64_t>() >= static_cast<int64_t>(examples.size())) {
-        problems.push_back("volt.stream.next_worker is " +
+        problems.push_back(where + ".next_worker is " +
                            next.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + ", not one of the " +
                            std::to_string(examples.size()) + " workers counted");
+      }
+    };
+    const auto& stream = volt.at("stream");
+    check_position(stream, "volt.stream");
+    if (stream.is_object() && stream.contains("ranks")) {
+      const auto& ranks = stream.at("ranks");
+      if (!ranks.is_array() || ranks.empty()) {
+        problems.push_back("volt.stream.ranks is not a list with one position per rank");
+      } else {
+        for (size_t r = 0; r < ranks.size(); ++r) {
+          check_position(ranks[r], "volt.stream.ranks[" + std::to_string(r) + "]");
+          if (ranks[r].is_object() && ranks[r].contains("examples") && stream.contains("examples") &&
+              ranks[r].at("examples").size() != stream.at("examples").size()) {
+            problems.push_back("volt.stream.ranks[" + std::to_string(r) + "] counts " +
+                               std::to_string(ranks[r].at("examples").size()) + " workers, volt.stream " +
+                               std::to_string(stream.at("examples").size()));
+          }
+        }
       }
     }
   }
@@ -305,9 +334,18 @@ void CheckpointConnector::restore_training_state(const CheckpointParts& parts, c
   parts.state.batches_seen = loops.value("batches_seen", int64_t{0});
   parts.state.stream_examples.clear();
   parts.state.stream_next_worker = 0;
+  parts.state.stream_rank_examples.clear();
+  parts.state.stream_rank_next_worker.clear();
   if (volt.contains("stream")) {  // checked when the file was read (validate_progress)
-    for (const auto& count : volt.at("stream").at("examples")) parts.state.stream_examples.push_back(count.get<int64_t>());
-    parts.state.stream_next_worker = volt.at("stream").value("next_worker", int64_t{0});
+    const auto& stream = volt.at("stream");
+    for (const auto& count : stream.at("examples")) parts.state.stream_examples.push_back(count.get<int64_t>());
+    parts.state.stream_next_worker = stream.value("next_worker", int64_t{0});
+    if (stream.contains("ranks")) {
+      for (const auto& position : stream.at("ranks")) {
+        parts.state.stream_rank_examples.push_back(position.at("examples").get<std::vector<int64_t>>());
+        parts.state.stream_rank_next_worker.push_back(position.value("next_worker", int64_t{0}));
+      }
+    }
   }
   parts.state.restarting = true;
   // A checkpoint taken after an epoch's last batch resumes at the start of the next epoch.

@@ -38,7 +38,7 @@ constexpr const char* kStepColumn = "step";
               ". Give CSVLogger a save_dir in a writable folder.");
 }
 
-void write_all(int fd, const std::string& data, const std::string& path) {
+void write_all_or_throw(int fd, const std::string& data, const std::string& path) {
   if (detail::write_fully(fd, data.data(), data.size())) return;
   const int err = errno;
   ::close(fd);
@@ -59,7 +59,7 @@ void write_file_atomically(const fs::path& path, const std::string& content) {
       path.parent_path() / ("." + path.filename().string() + ".tmp." + std::to_string(::getpid()));
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw_os_error("create", tmp.string(), errno);
-  write_all(fd, content, tmp.string());
+  write_all_or_throw(fd, content, tmp.string());
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
     const int err = errno;
     ::unlink(tmp.c_str());
@@ -97,7 +97,7 @@ bool append_to_file(const fs::path& path, const std::string& content) {
     if (errno == ENOENT) return false;
     throw_os_error("open", path.string(), errno);
   }
-  write_all(fd, content, path.string());
+  write_all_or_throw(fd, content, path.string());
   if (::close(fd) != 0) throw_os_error("write", path.string(), errno);
   return true;
 }

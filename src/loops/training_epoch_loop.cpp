@@ -1,5 +1,7 @@
 #include "volt/loops/training_epoch_loop.h"
 
+#include <ATen/ops/tensor.h>
+
 #include <iostream>
 #include <optional>
 
@@ -135,13 +137,35 @@ void TrainingEpochLoop::run() {
   // A loader without a length is read one batch ahead, as Lightning's data fetcher does, so the
   // loop knows which batch is the epoch's last (accumulation, epoch schedulers, validation). Under
   // ddp the ranks vote on every fetch: the epoch ends when any rank's stream ends, so no rank
-  // waits in a collective for a batch another does not have.
+  // waits in a collective for a batch another does not have. The vote is one all_gather of
+  // [has a batch, next worker, examples per worker] from each rank: with it every rank also knows
+  // where every rank's stream stood before the fetch, which is what a checkpoint written after
+  // the current batch must hold for each rank (rank 0 writes it).
   const bool sized = loader.has_length();
   const bool vote = !sized && state.world_size > 1;
   std::unique_ptr<data::BatchStream> stream;
+  std::vector<std::vector<int64_t>> rank_examples;
+  std::vector<int64_t> rank_next_worker;
   auto fetch = [&]() -> std::optional<Batch> {
+    data::StreamPosition before;
+    if (vote) before = stream->position();
     auto batch = hooks.action(Action::train_dataloader_next, [&] { return stream->next(); });
-    if (vote && !strategy.reduce_boolean_decision(batch.has_value(), /*all=*/true)) batch.reset();
+    if (vote) {
+      std::vector<int64_t> mine{batch.has_value() ? 1 : 0, before.next_worker};
+      mine.insert(mine.end(), before.examples.begin(), before.examples.end());
+      const auto gathered = strategy.all_gather(at::tensor(mine, at::kLong));
+      bool every_rank_has_one = true;
+      rank_examples.clear();
+      rank_next_worker.clear();
+      for (const at::Tensor& t : gathered) {
+        const at::Tensor c = t.to(at::kLong).contiguous();
+        const int64_t* v = c.data_ptr<int64_t>();
+        every_rank_has_one = every_rank_has_one && v[0] == 1;
+        rank_next_worker.push_back(v[1]);
+        rank_examples.emplace_back(v + 2, v + c.numel());
+      }
+      if (!every_rank_has_one) batch.reset();
+    }
     return batch;
   };
   if (sized) {
@@ -159,6 +183,20 @@ void TrainingEpochLoop::run() {
       from.batches = state.batches_done;
       from.examples = state.stream_examples;
       from.next_worker = state.stream_next_worker;
+      if (!state.stream_rank_examples.empty()) {
+        const auto ranks = static_cast<int64_t>(state.stream_rank_examples.size());
+        if (ranks != state.world_size) {
+          throw ConfigError("resuming mid-epoch (after batch " + std::to_string(state.batches_done) + " of epoch " +
+                            std::to_string(state.current_epoch) + ") on a train loader without a length: the "
+                            "checkpoint holds the stream positions of " + std::to_string(ranks) +
+                            " ranks (volt.stream.ranks), this run has " + std::to_string(state.world_size) +
+                            ". Resume with " + std::to_string(ranks) +
+                            " processes, or from a checkpoint taken at an epoch's end.");
+        }
+        const auto rank = static_cast<size_t>(strategy.global_rank());
+        from.examples = state.stream_rank_examples[rank];
+        from.next_worker = state.stream_rank_next_worker[rank];
+      }
     }
     stream = loader.stream(from);
   }
@@ -168,13 +206,17 @@ void TrainingEpochLoop::run() {
     std::optional<Batch> next;
     data::StreamPosition position;
     bool stream_ended = false;
+    bool ranks_known = false;  // rank_examples hold every rank's `position` (the fetch after it voted)
     if (sized) {
       next = fetch();
     } else {
       next = std::move(ahead);
       ahead.reset();
       position = stream->position();
-      if (next && batch_idx + 1 < num_batches) ahead = fetch();
+      if (next && batch_idx + 1 < num_batches) {
+        ahead = fetch();
+        ranks_known = vote;
+      }
       stream_ended = next && !ahead;
     }
     if (!next) break;
@@ -213,6 +255,10 @@ void TrainingEpochLoop::run() {
     if (!sized) {
       state.stream_examples = position.examples;
       state.stream_next_worker = position.next_worker;
+      // Without the fetch after it (the epoch's last batch by count) no rank's position was
+      // gathered; a checkpoint there resumes at the next epoch and needs none.
+      state.stream_rank_examples = ranks_known ? rank_examples : std::vector<std::vector<int64_t>>{};
+      state.stream_rank_next_worker = ranks_known ? rank_next_worker : std::vector<int64_t>{};
       // The stream's end makes the epoch's length known: an epoch-end checkpoint is complete.
       if (stream_ended) state.num_training_batches = state.batches_done;
     }

@@ -30,7 +30,7 @@ std::string in_dir(const std::string& name) {
   return (fs::path(kDir) / name).string();
 }
 
-FakeTrainerView fitting_view(int64_t num_val_batches = 4) {
+FakeTrainerView ckpt_fitting_view(int64_t num_val_batches = 4) {
   FakeTrainerView view;
   view.state_.fn = TrainerFn::kFitting;
   view.state_.num_val_batches = num_val_batches;
@@ -45,7 +45,7 @@ ModelCheckpoint::Options options_in_dir() {
 
 // The end of one training epoch with validation, in Lightning 2.x's order: validation
 // end, then train epoch end.
-void end_epoch(ModelCheckpoint& cb, FakeTrainerView& view, int64_t epoch, int64_t step,
+void ckpt_end_epoch(ModelCheckpoint& cb, FakeTrainerView& view, int64_t epoch, int64_t step,
                MetricMap metrics = {}) {
   view.state_.current_epoch = epoch;
   view.state_.global_step = step;
@@ -65,7 +65,7 @@ std::vector<std::string> saved_paths(const FakeTrainerView& view) {
   return paths;
 }
 
-std::string error_of(const std::function<void()>& f) {
+std::string ckpt_error_of(const std::function<void()>& f) {
   try {
     f();
   } catch (const ConfigError& e) {
@@ -115,9 +115,9 @@ TEST(ModelCheckpoint, MissingFilenameKeyThrowsNamingTheKeyAndTheLoggedKeys) {
   auto o = options_in_dir();
   o.filename = "{epoch}-{val_acc:.2f}";
   ModelCheckpoint cb(o);
-  auto view = fitting_view();
+  auto view = ckpt_fitting_view();
   const std::string msg =
-      error_of([&] { end_epoch(cb, view, 0, 10, {{"train_loss", 1}, {"val_loss", 2}}); });
+      ckpt_error_of([&] { ckpt_end_epoch(cb, view, 0, 10, {{"train_loss", 1}, {"val_loss", 2}}); });
   EXPECT_NE(msg.find("'val_acc'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("[train_loss, val_loss]"), std::string::npos) << msg;
   EXPECT_TRUE(view.saved_.empty());
@@ -147,7 +147,7 @@ TEST(ModelCheckpoint, AppendsVersionWhenTheNameWasAlreadySaved) {
   o.every_n_train_steps = 5;
   o.save_top_k = -1;
   ModelCheckpoint cb(o);
-  auto view = fitting_view();
+  auto view = ckpt_fitting_view();
   end_batch(cb, view, 5);
   end_batch(cb, view, 10);
   end_batch(cb, view, 15);
@@ -165,15 +165,15 @@ TEST(ModelCheckpoint, AppendsVersionWhenTheFileExistsOnDisk) {
   ModelCheckpoint::Options o;
   o.dirpath = dir.string();
   ModelCheckpoint cb(o);
-  auto view = fitting_view();
-  end_epoch(cb, view, 0, 10);
+  auto view = ckpt_fitting_view();
+  ckpt_end_epoch(cb, view, 0, 10);
   ASSERT_EQ(view.saved_.size(), 1u);
   EXPECT_EQ(view.saved_[0].first, (dir / "epoch=0-step=10-v1.ckpt").string());
 
   o.enable_version_counter = false;
   ModelCheckpoint overwrite(o);
-  auto view2 = fitting_view();
-  end_epoch(overwrite, view2, 0, 10);
+  auto view2 = ckpt_fitting_view();
+  ckpt_end_epoch(overwrite, view2, 0, 10);
   ASSERT_EQ(view2.saved_.size(), 1u);
   EXPECT_EQ(view2.saved_[0].first, (dir / "epoch=0-step=10.ckpt").string());
   fs::remove_all(dir);
@@ -181,7 +181,7 @@ TEST(ModelCheckpoint, AppendsVersionWhenTheFileExistsOnDisk) {
 
 TEST(ModelCheckpoint, DefaultDirpathIsUnderTheLoggerOrTheRootDir) {
   ModelCheckpoint no_logger;
-  auto view = fitting_view();
+  auto view = ckpt_fitting_view();
   view.state_.default_root_dir = "runs";
   no_logger.setup(view, volt::Stage::kFit);
   EXPECT_EQ(no_logger.dirpath(), (fs::path("runs") / "checkpoints").string());
@@ -201,9 +201,9 @@ TEST(ModelCheckpoint, KeepsTopKAndRemovesTheWorst) {
   o.monitor = "val_loss";
   o.save_top_k = 2;
   ModelCheckpoint cb(o);
-  auto view = fitting_view();
+  auto view = ckpt_fitting_view();
   const std::vector<double> losses = {0.5, 0.4, 0.45, 0.6, 0.3};
-  for (int64_t e = 0; e < 5; ++e) end_epoch(cb, view, e, 10 * (e + 1), {{"val_loss", losses[e]}});
+  for (int64_t e = 0; e < 5; ++e) ckpt_end_epoch(cb, view, e, 10 * (e + 1), {{"val_loss", losses[e]}});
 
   const auto p = [](int e) { return in_dir("epoch=" + std::to_string(e) + "-step=" +
                                            std::to_string(10 * (e + 1)) + ".ckpt"); };
@@ -223,9 +223,9 @@ TEST(ModelCheckpoint, KeepsTopKInMaxMode) {
   o.save_top_k = 2;
   o.filename = "{epoch}";
   ModelCheckpoint cb(o);
-  auto view = fitting_view();
+  auto view = ckpt_fitting_view();
   const std::vector<double> acc = {0.5, 0.7, 0.6, 0.4, 0.9};
-  for (int64_t e = 0; e < 5; ++e) end_epoch(cb, view, e, e + 1, {{"val_acc", acc[e]}});
+  for (int64_t e = 0; e < 5; ++e) ckpt_end_epoch(cb, view, e, e + 1, {{"val_acc", acc[e]}});
   EXPECT_EQ(view.removed_, (std::vector<std::string>{in_dir("epoch=0.ckpt"),
                                                      in_dir("epoch=2.ckpt")}));
   EXPECT_EQ(cb.best_model_path(), in_dir("epoch=4.ckpt"));
@@ -239,12 +239,12 @@ TEST(ModelCheckpoint, NaNScoresCountAsTheWorst) {
   o.save_top_k = 2;
   o.filename = "{epoch}";
   ModelCheckpoint cb(o);
-  auto view = fitting_view();
+  auto view = ckpt_fitting_view();
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  end_epoch(cb, view, 0, 1, {{"val_loss", nan}});
-  end_epoch(cb, view, 1, 2, {{"val_loss", 0.5}});
-  end_epoch(cb, view, 2, 3, {{"val_loss", nan}});  // never displaces a real score
-  end_epoch(cb, view, 3, 4, {{"val_loss", 0.4}});
+  ckpt_end_epoch(cb, view, 0, 1, {{"val_loss", nan}});
+  ckpt_end_epoch(cb, view, 1, 2, {{"val_loss", 0.5}});
+  ckpt_end_epoch(cb, view, 2, 3, {{"val_loss", nan}});  // never displaces a real score
+  ckpt_end_epoch(cb, view, 3, 4, {{"val_loss", 0.4}});
   EXPECT_EQ(saved_paths(view), (std::vector<std::string>{in_dir("epoch=0.ckpt"),
                                                          in_dir("epoch=1.ckpt"),
                                                          in_dir("epoch=3.ckpt")}));
@@ -257,8 +257,8 @@ TEST(ModelCheckpoint, SaveTopKMinusOneKeepsEveryCheckpoint) {
   o.monitor = "val_loss";
   o.save_top_k = -1;
   ModelCheckpoint cb(o);
-  auto view = fitting_view();
-  for (int64_t e = 0; e < 4; ++e) end_epoch(cb, view, e, e + 1, {{"val_loss", 1.0 + e}});
+  auto view = ckpt_fitting_view();
+  for (int64_t e = 0; e < 4; ++e) ckpt_end_epoch(cb, view, e, e + 1, {{"val_loss", 1.0 + e}});
   EXPECT_EQ(view.saved_.size(), 4u);
   EXPECT_TRUE(view.removed_.empty());
   EXPECT_EQ(cb.best_k_models().size(), 4u);
@@ -267,9 +267,9 @@ TEST(ModelCheckpoint, SaveTopKMinusOneKeepsEveryCheckpoint) {
 
 TEST(ModelCheckpoint, WithoutMonitorKeepsOnlyTheLatest) {
   ModelCheckpoint cb(options_in_dir());
-  auto view = fitting_view();
-  end_epoch(cb, view, 0, 10);
-  end_epoch(cb, view, 1, 20);
+  auto view = ckpt_fitting_view();
+  ckpt_end_epoch(cb, view, 0, 10);
+  ckpt_end_epoch(cb, view, 1, 20);
   EXPECT_EQ(view.removed_, (std::vector<std::string>{in_dir("epoch=0-step=10.ckpt")}));
   EXPECT_EQ(cb.best_model_path(), in_dir("epoch=1-step=20.ckpt"));
   EXPECT_FALSE(cb.best_model_score().has_value());
@@ -281,9 +281,9 @@ TEST(ModelCheckpoint, SaveTopKZeroSavesNothingButSaveLastStillWrites) {
   o.save_last = true;
   o.monitor = "val_loss";
   ModelCheckpoint cb(o);
-  auto view = fitting_view();
-  end_epoch(cb, view, 0, 10, {{"val_loss", 1}});
-  end_epoch(cb, view, 1, 20, {{"val_loss", 0.5}});
+  auto view = ckpt_fitting_view();
+  ckpt_end_epoch(cb, view, 0, 10, {{"val_loss", 1}});
+  ckpt_end_epoch(cb, view, 1, 20, {{"val_loss", 0.5}});
   EXPECT_EQ(saved_paths(view),
             (std::vector<std::string>{in_dir("last.ckpt"), in_dir("last.ckpt")}));
   EXPECT_TRUE(view.removed_.empty());
@@ -295,9 +295,9 @@ TEST(ModelCheckpoint, SaveLastWritesLastCkptBesideTheTopK) {
   auto o = options_in_dir();
   o.save_last = true;
   ModelCheckpoint cb(o);
-  auto view = fitting_view();
-  end_epoch(cb, view, 0, 10);
-  end_epoch(cb, view, 1, 20);
+  auto view = ckpt_fitting_view();
+  ckpt_end_epoch(cb, view, 0, 10);
+  ckpt_end_epoch(cb, view, 1, 20);
   EXPECT_EQ(saved_paths(view),
             (std::vector<std::string>{in_dir("epoch=0-step=10.ckpt"), in_dir("last.ckpt"),
                                       in_dir("epoch=1-step=20.ckpt"), in_dir("last.ckpt")}));
@@ -308,8 +308,8 @@ TEST(ModelCheckpoint, PassesSaveWeightsOnlyToTheView) {
   auto o = options_in_dir();
   o.save_weights_only = true;
   ModelCheckpoint cb(o);
-  auto view = fitting_view();
-  end_epoch(cb, view, 0, 10);
+  auto view = ckpt_fitting_view();
+  ckpt_end_epoch(cb, view, 0, 10);
   ASSERT_EQ(view.saved_.size(), 1u);
   EXPECT_TRUE(view.saved_[0].second);
 }
@@ -322,9 +322,9 @@ TEST(ModelCheckpoint, SavesEveryNTrainStepsAndNotTwiceForTheSameStep) {
   o.save_top_k = -1;
   ModelCheckpoint cb(o);
   EXPECT_EQ(cb.every_n_epochs(), 0);
-  auto view = fitting_view();
+  auto view = ckpt_fitting_view();
   for (int64_t step : {0, 1, 2, 3, 3, 4, 5, 6, 7}) end_batch(cb, view, step);
-  end_epoch(cb, view, 0, 7);  // epoch saving is off with a step interval
+  ckpt_end_epoch(cb, view, 0, 7);  // epoch saving is off with a step interval
   EXPECT_EQ(saved_paths(view), (std::vector<std::string>{in_dir("epoch=0-step=3.ckpt"),
                                                          in_dir("epoch=0-step=6.ckpt")}));
 }
@@ -334,8 +334,8 @@ TEST(ModelCheckpoint, EveryNEpochsTwoSavesEverySecondEpoch) {
   o.every_n_epochs = 2;
   o.save_top_k = -1;
   ModelCheckpoint cb(o);
-  auto view = fitting_view();
-  for (int64_t e = 0; e < 4; ++e) end_epoch(cb, view, e, 10 * (e + 1));
+  auto view = ckpt_fitting_view();
+  for (int64_t e = 0; e < 4; ++e) ckpt_end_epoch(cb, view, e, 10 * (e + 1));
   EXPECT_EQ(saved_paths(view), (std::vector<std::string>{in_dir("epoch=1-step=20.ckpt"),
                                                          in_dir("epoch=3-step=40.ckpt")}));
 }
@@ -344,7 +344,7 @@ TEST(ModelCheckpoint, EveryNEpochsTwoSavesEverySecondEpoch) {
 // once per epoch; after each validation when it runs several times per epoch or skips epochs.
 TEST(ModelCheckpoint, SavesWhereLightningDoesDependingOnTheValidationSchedule) {
   ModelCheckpoint once(options_in_dir());
-  auto view = fitting_view(/*num_val_batches=*/4);
+  auto view = ckpt_fitting_view(/*num_val_batches=*/4);
   view.state_.global_step = 10;
   once.on_validation_end(view);
   EXPECT_TRUE(view.saved_.empty());
@@ -359,7 +359,7 @@ TEST(ModelCheckpoint, SavesWhereLightningDoesDependingOnTheValidationSchedule) {
              s.num_val_batches = 0;
            }}) {
     ModelCheckpoint after_validation(options_in_dir());
-    auto view2 = fitting_view(/*num_val_batches=*/4);
+    auto view2 = ckpt_fitting_view(/*num_val_batches=*/4);
     edit(view2.state_);
     view2.state_.global_step = 5;
     after_validation.on_train_epoch_end(view2);
@@ -371,7 +371,7 @@ TEST(ModelCheckpoint, SavesWhereLightningDoesDependingOnTheValidationSchedule) {
 
 TEST(ModelCheckpoint, SavesAtTrainEpochEndWhenThereIsNoValidation) {
   ModelCheckpoint cb(options_in_dir());
-  auto view = fitting_view(/*num_val_batches=*/0);
+  auto view = ckpt_fitting_view(/*num_val_batches=*/0);
   view.state_.global_step = 10;
   cb.on_validation_end(view);
   EXPECT_TRUE(view.saved_.empty());
@@ -384,19 +384,19 @@ TEST(ModelCheckpoint, SavesNothingDuringTheSanityCheckOrOutsideFit) {
   o.monitor = "val_loss";
   o.save_last = true;
   ModelCheckpoint cb(o);
-  auto view = fitting_view();
+  auto view = ckpt_fitting_view();
   view.state_.sanity_checking = true;
-  end_epoch(cb, view, 0, 0);  // no val_loss yet: no error either
+  ckpt_end_epoch(cb, view, 0, 0);  // no val_loss yet: no error either
   view.state_.sanity_checking = false;
   view.state_.fn = TrainerFn::kValidating;
-  end_epoch(cb, view, 0, 10, {{"val_loss", 1}});
+  ckpt_end_epoch(cb, view, 0, 10, {{"val_loss", 1}});
   EXPECT_TRUE(view.saved_.empty());
 }
 
 TEST(ModelCheckpoint, SavesNothingBeforeTheFirstOptimizerStep) {
   ModelCheckpoint cb(options_in_dir());
-  auto view = fitting_view();
-  end_epoch(cb, view, 0, 0);
+  auto view = ckpt_fitting_view();
+  ckpt_end_epoch(cb, view, 0, 0);
   EXPECT_TRUE(view.saved_.empty());
 }
 
@@ -406,9 +406,9 @@ TEST(ModelCheckpoint, MissingMonitorThrowsListingTheLoggedKeys) {
   auto o = options_in_dir();
   o.monitor = "val_los";
   ModelCheckpoint cb(o);
-  auto view = fitting_view();
-  const std::string msg = error_of([&] {
-    end_epoch(cb, view, 0, 10, {{"train_loss", 1}, {"val_acc", 0.5}, {"val_loss", 0.9}});
+  auto view = ckpt_fitting_view();
+  const std::string msg = ckpt_error_of([&] {
+    ckpt_end_epoch(cb, view, 0, 10, {{"train_loss", 1}, {"val_acc", 0.5}, {"val_loss", 0.9}});
   });
   EXPECT_EQ(msg,
             "ModelCheckpoint(monitor='val_los') could not find 'val_los' among the logged "
@@ -421,7 +421,7 @@ TEST(ModelCheckpoint, MissingMonitorAtAStepSaveBeforeTheFirstEpochEndOnlySkips) 
   o.monitor = "val_loss";
   o.every_n_train_steps = 2;
   ModelCheckpoint cb(o);
-  auto view = fitting_view();
+  auto view = ckpt_fitting_view();
   view.callback_metrics_ = {{"train_loss", 1}};
   EXPECT_NO_THROW(end_batch(cb, view, 2));
   EXPECT_TRUE(view.saved_.empty());
@@ -434,7 +434,7 @@ TEST(ModelCheckpoint, RejectsInvalidOptionsWithAFix) {
   auto make = [](auto edit) {
     auto o = options_in_dir();
     edit(o);
-    return error_of([&] { ModelCheckpoint cb(o); });
+    return ckpt_error_of([&] { ModelCheckpoint cb(o); });
   };
   using O = ModelCheckpoint::Options;
   EXPECT_NE(make([](O& o) { o.mode = "minimum"; }).find("mode='minimum'"), std::string::npos);
@@ -477,10 +477,10 @@ TEST(ModelCheckpoint, StateDictRoundTrips) {
   o.save_top_k = 2;
   o.save_last = true;
   ModelCheckpoint cb(o);
-  auto view = fitting_view();
+  auto view = ckpt_fitting_view();
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  end_epoch(cb, view, 0, 10, {{"val_loss", nan}});
-  end_epoch(cb, view, 1, 20, {{"val_loss", 0.5}});
+  ckpt_end_epoch(cb, view, 0, 10, {{"val_loss", nan}});
+  ckpt_end_epoch(cb, view, 1, 20, {{"val_loss", 0.5}});
   const nlohmann::json state = nlohmann::json::parse(cb.state_dict().dump());
   EXPECT_EQ(state.at("best_k_models").at(in_dir("epoch=0-step=10.ckpt")), "inf");
 
@@ -495,8 +495,8 @@ TEST(ModelCheckpoint, StateDictRoundTrips) {
   EXPECT_EQ(restored.state_dict(), state);
 
   // The restored callback carries on: 0.4 displaces the inf entry.
-  auto view2 = fitting_view();
-  end_epoch(restored, view2, 2, 30, {{"val_loss", 0.4}});
+  auto view2 = ckpt_fitting_view();
+  ckpt_end_epoch(restored, view2, 2, 30, {{"val_loss", 0.4}});
   EXPECT_EQ(view2.removed_,
             (std::vector<std::string>{in_dir("epoch=0-step=10.ckpt")}));
 
@@ -511,13 +511,13 @@ TEST(ModelCheckpoint, StateDictRoundTrips) {
 }
 
 TEST(ModelCheckpoint, StateLoadedBeforeSetupIsAppliedOnceDirpathIsKnown) {
-  auto view = fitting_view();
+  auto view = ckpt_fitting_view();
   view.state_.default_root_dir = kDir;
   ModelCheckpoint::Options o;
   o.monitor = "val_loss";
   ModelCheckpoint first(o);
   first.setup(view, volt::Stage::kFit);
-  end_epoch(first, view, 0, 10, {{"val_loss", 0.5}});
+  ckpt_end_epoch(first, view, 0, 10, {{"val_loss", 0.5}});
 
   ModelCheckpoint second(o);
   second.load_state_dict(first.state_dict());
@@ -564,9 +564,9 @@ TEST(ModelCheckpoint, OtherRanksFollowRankZeroAndNeverRemove) {
   // Unsynced metrics: rank 1 would rank the epochs the other way round.
   const std::vector<double> on0 = {0.5, 0.4, 0.6, 0.3};
   const std::vector<double> on1 = {0.3, 0.6, 0.4, 0.5};
-  for (int64_t e = 0; e < 4; ++e) end_epoch(rank0, v0, e, e + 1, {{"val_loss", on0[e]}});
+  for (int64_t e = 0; e < 4; ++e) ckpt_end_epoch(rank0, v0, e, e + 1, {{"val_loss", on0[e]}});
   v1.script_ = v0.decisions_;
-  for (int64_t e = 0; e < 4; ++e) end_epoch(rank1, v1, e, e + 1, {{"val_loss", on1[e]}});
+  for (int64_t e = 0; e < 4; ++e) ckpt_end_epoch(rank1, v1, e, e + 1, {{"val_loss", on1[e]}});
 
   EXPECT_EQ(saved_paths(v1), saved_paths(v0));
   EXPECT_EQ(rank1.best_model_path(), rank0.best_model_path());

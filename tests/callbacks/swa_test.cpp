@@ -86,7 +86,7 @@ std::pair<bool, std::string> shell(const std::string& command) {
   return {::pclose(pipe) == 0, out};
 }
 
-bool python_has_torch() {
+bool swa_python_has_torch() {
   static const bool has = shell("/usr/bin/python3 -c 'import torch' 2>/dev/null").first;
   return has;
 }
@@ -138,7 +138,7 @@ class SwaAgainstLightning : public ::testing::TestWithParam<bool> {};
 // (and, with a batch-norm layer, the same statistics after the final pass), bit for bit.
 TEST_P(SwaAgainstLightning, FinalWeightsEqualLightningsBitForBit) {
   const bool batch_norm = GetParam();
-  if (!python_has_torch()) GTEST_SKIP() << "/usr/bin/python3 with torch (python3-torch) is not installed";
+  if (!swa_python_has_torch()) GTEST_SKIP() << "/usr/bin/python3 with torch (python3-torch) is not installed";
   if (oracle_setup().empty() || !fs::exists(oracle_setup())) {
     GTEST_SKIP() << "the Lightning oracle (../shared/oracle) is not here";
   }

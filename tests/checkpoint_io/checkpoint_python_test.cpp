@@ -19,16 +19,16 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const char* kPython = "/usr/bin/python3";
+const char* kCkptPython = "/usr/bin/python3";
 
-bool python_has_torch() {
-  return fs::exists(kPython) && std::system((std::string(kPython) + " -c 'import torch' 2>/dev/null").c_str()) == 0;
+bool ckpt_python_has_torch() {
+  return fs::exists(kCkptPython) && std::system((std::string(kCkptPython) + " -c 'import torch' 2>/dev/null").c_str()) == 0;
 }
 
 // Volt's file through torch.load(weights_only=True) (torch_load_check.safe_load: on torch 1.13, whose
 // weights-only unpickler has no float opcode, every other opcode and global checked), in Lightning's layout;
 // then a dict in Volt's format 1, written by torch.save, which Volt converts on read.
-const char* kScript = R"(
+const char* kCkptScript = R"(
 import json, os, sys, torch
 sys.path.insert(0, os.environ["VOLT_CHECK_DIR"])
 from torch_load_check import safe_load
@@ -49,7 +49,7 @@ torch.save({"tensors": {"state_dict.w": torch.arange(6, dtype=torch.float32).res
 )";
 
 TEST(TorchCheckpointIOPython, WeightsOnlyTorchLoadReadsVoltsLightningLayoutAndVoltConvertsItsFormat1) {
-  if (!python_has_torch()) GTEST_SKIP() << kPython << " with torch (python3-torch) is not installed";
+  if (!ckpt_python_has_torch()) GTEST_SKIP() << kCkptPython << " with torch (python3-torch) is not installed";
   std::string pattern = (fs::temp_directory_path() / "volt_py_XXXXXX").string();
   const fs::path dir = ::mkdtemp(pattern.data());
   volt::Checkpoint c;
@@ -63,12 +63,12 @@ TEST(TorchCheckpointIOPython, WeightsOnlyTorchLoadReadsVoltsLightningLayoutAndVo
   c.tensors["rng.cpu"] = at::arange(5, at::kByte);
   volt::checkpoint_io::TorchCheckpointIO io;
   io.save_checkpoint(c, (dir / "volt.ckpt").string());
-  std::ofstream(dir / "check.py") << kScript;
+  std::ofstream(dir / "check.py") << kCkptScript;
   const char* src = std::getenv("VOLT_SOURCE_DIR");
   const fs::path check_dir =
       (src && *src ? fs::path(src) : fs::path(__FILE__).parent_path().parent_path().parent_path()) / "tests" /
       "checkpoint_io";
-  const std::string cmd = "VOLT_CHECK_DIR='" + check_dir.string() + "' " + std::string(kPython) + " " +
+  const std::string cmd = "VOLT_CHECK_DIR='" + check_dir.string() + "' " + std::string(kCkptPython) + " " +
                           (dir / "check.py").string() + " " + (dir / "volt.ckpt").string() + " " +
                           (dir / "python.ckpt").string();
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;

@@ -55,12 +55,12 @@ using volt::connectors::CheckpointParts;
 
 using volt::testing::TempDir;
 
-std::string read_bytes(const std::string& path) {
+std::string read_file_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-void write_bytes(const std::string& path, const std::string& bytes) {
+void write_file_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
@@ -188,12 +188,12 @@ TEST(TorchCheckpointIO, SaveCreatesMissingNestedFolders) {
 TEST(TorchCheckpointIO, SaveUnderARegularFileThrowsAndLeavesThatFileIntact) {
   TempDir dir;
   const std::string blocker = dir / "not_a_folder";
-  write_bytes(blocker, "keep me");
+  write_file_bytes(blocker, "keep me");
   TorchCheckpointIO io;
   const std::string path = blocker + "/x.ckpt";
   const std::string msg = error_message<CheckpointError>([&] { io.save_checkpoint(small_checkpoint(), path); });
   EXPECT_TRUE(contains(msg, path)) << msg;
-  EXPECT_EQ(read_bytes(blocker), "keep me");
+  EXPECT_EQ(read_file_bytes(blocker), "keep me");
   EXPECT_EQ(folder_entries(dir.path()), std::vector<std::string>{"not_a_folder"});
 }
 
@@ -202,7 +202,7 @@ TEST(TorchCheckpointIO, FailedWriteKeepsPreviousFileByteIdenticalAndRemovesTempF
   TorchCheckpointIO io;
   const std::string path = dir / "last.ckpt";
   io.save_checkpoint(small_checkpoint(), path);
-  const std::string before = read_bytes(path);
+  const std::string before = read_file_bytes(path);
   ASSERT_FALSE(before.empty());
   Checkpoint big = small_checkpoint();
   big.tensors["state_dict.big"] = at::ones({256 * 1024});  // 1 MiB: over the limit below
@@ -212,7 +212,7 @@ TEST(TorchCheckpointIO, FailedWriteKeepsPreviousFileByteIdenticalAndRemovesTempF
     msg = error_message<CheckpointError>([&] { io.save_checkpoint(big, path); });
   }
   EXPECT_TRUE(contains(msg, "last.ckpt")) << msg;
-  EXPECT_EQ(read_bytes(path), before);
+  EXPECT_EQ(read_file_bytes(path), before);
   EXPECT_FALSE(has_temp_file(dir.path())) << ::testing::PrintToString(folder_entries(dir.path()));
   EXPECT_EQ(io.load_checkpoint(path).meta["epoch"], 2);
 }
@@ -230,7 +230,7 @@ TEST(TorchCheckpointIO, LoadOfGarbageThrowsNamingThePath) {
   const std::string path = dir / "garbage.ckpt";
   std::string junk;
   for (int i = 0; i < 200; ++i) junk += "this is not a checkpoint ";
-  write_bytes(path, junk);
+  write_file_bytes(path, junk);
   TorchCheckpointIO io;
   const std::string msg = error_message<CheckpointError>([&] { io.load_checkpoint(path); });
   EXPECT_TRUE(contains(msg, path)) << msg;
@@ -239,7 +239,7 @@ TEST(TorchCheckpointIO, LoadOfGarbageThrowsNamingThePath) {
 TEST(TorchCheckpointIO, LoadOfEmptyFileThrowsNamingThePath) {
   TempDir dir;
   const std::string path = dir / "empty.ckpt";
-  write_bytes(path, "");
+  write_file_bytes(path, "");
   TorchCheckpointIO io;
   const std::string msg = error_message<CheckpointError>([&] { io.load_checkpoint(path); });
   EXPECT_TRUE(contains(msg, path)) << msg;
@@ -252,8 +252,8 @@ TEST(TorchCheckpointIO, LoadOfTruncatedCheckpointThrowsNamingThePath) {
   Checkpoint c = small_checkpoint();
   c.tensors["state_dict.v"] = at::randn({1000});
   io.save_checkpoint(c, path);
-  const std::string full = read_bytes(path);
-  write_bytes(path, full.substr(0, full.size() / 2));
+  const std::string full = read_file_bytes(path);
+  write_file_bytes(path, full.substr(0, full.size() / 2));
   const std::string msg = error_message<CheckpointError>([&] { io.load_checkpoint(path); });
   EXPECT_TRUE(contains(msg, path)) << msg;
 }
@@ -263,7 +263,7 @@ TEST(TorchCheckpointIO, LoadOfAPickleThatIsNotACheckpointThrows) {
   TorchCheckpointIO io;
   const std::string not_dict = dir / "int.ckpt";
   const std::vector<char> data = torch::jit::pickle_save(c10::IValue(int64_t{3}));
-  write_bytes(not_dict, std::string(data.begin(), data.end()));
+  write_file_bytes(not_dict, std::string(data.begin(), data.end()));
   std::string msg = error_message<CheckpointError>([&] { io.load_checkpoint(not_dict); });
   EXPECT_TRUE(contains(msg, not_dict)) << msg;
 
@@ -271,7 +271,7 @@ TEST(TorchCheckpointIO, LoadOfAPickleThatIsNotACheckpointThrows) {
   c10::impl::GenericDict root(c10::StringType::get(), c10::AnyType::get());
   root.insert("tensors", c10::Dict<std::string, at::Tensor>());
   const std::vector<char> dict_data = torch::jit::pickle_save(root);
-  write_bytes(wrong_keys, std::string(dict_data.begin(), dict_data.end()));
+  write_file_bytes(wrong_keys, std::string(dict_data.begin(), dict_data.end()));
   msg = error_message<CheckpointError>([&] { io.load_checkpoint(wrong_keys); });
   EXPECT_TRUE(contains(msg, wrong_keys)) << msg;
   EXPECT_TRUE(contains(msg, "blobs")) << msg;
@@ -293,21 +293,21 @@ TEST(AtomicWrite, WritesBytesCreatingFolderAndReplacingAtomically) {
   const std::string path = dir / "sub/data.bin";
   const std::string bytes("a\0b\xff", 4);
   volt::checkpoint_io::atomic_write(path, bytes.data(), bytes.size());
-  EXPECT_EQ(read_bytes(path), bytes);
+  EXPECT_EQ(read_file_bytes(path), bytes);
   volt::checkpoint_io::atomic_write(path, "new", 3);
-  EXPECT_EQ(read_bytes(path), "new");
+  EXPECT_EQ(read_file_bytes(path), "new");
   volt::checkpoint_io::atomic_write(path, "", 0);
-  EXPECT_EQ(read_bytes(path), "");
+  EXPECT_EQ(read_file_bytes(path), "");
   EXPECT_EQ(folder_entries(dir.path() / "sub"), std::vector<std::string>{"data.bin"});
 }
 
 TEST(AtomicWrite, FailureThrowsVoltErrorNamingThePath) {
   TempDir dir;
-  write_bytes(dir / "file", "x");
+  write_file_bytes(dir / "file", "x");
   const std::string path = dir / "file/data.bin";
   const std::string msg = error_message<volt::Error>([&] { volt::checkpoint_io::atomic_write(path, "abc", 3); });
   EXPECT_TRUE(contains(msg, path)) << msg;
-  EXPECT_EQ(read_bytes(dir / "file"), "x");
+  EXPECT_EQ(read_file_bytes(dir / "file"), "x");
 }
 
 // ---------------------------------------------------------------- CheckpointConnector

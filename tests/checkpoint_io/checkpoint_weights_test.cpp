@@ -32,7 +32,7 @@ using volt::testing::mentions;
 
 namespace {
 
-const char* kPython = "/usr/bin/python3";
+const char* kWeightsPython = "/usr/bin/python3";
 
 // The model on both sides: fc2(relu(fc1(x))), 4 -> 8 -> 3 (fc2's width can be changed to make shapes differ).
 struct Net : torch::nn::Module {
@@ -44,7 +44,7 @@ struct Net : torch::nn::Module {
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
 };
 
-const char* kScript = R"(
+const char* kWeightsScript = R"(
 import json, os, struct, sys
 import torch
 from torch import nn
@@ -102,9 +102,9 @@ if pl is not None:
 torch.save(predictions, os.path.join(out, "predictions.pt"))
 )";
 
-bool python_has_torch() {
+bool weights_python_has_torch() {
   static const bool has =
-      fs::exists(kPython) && std::system((std::string(kPython) + " -c 'import torch' 2>/dev/null").c_str()) == 0;
+      fs::exists(kWeightsPython) && std::system((std::string(kWeightsPython) + " -c 'import torch' 2>/dev/null").c_str()) == 0;
   return has;
 }
 
@@ -116,17 +116,17 @@ using volt::testing::oracle_pythonpath;
 class PythonWeights : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    if (!python_has_torch()) return;
+    if (!weights_python_has_torch()) return;
     dir_ = std::make_unique<volt::testing::TempDir>("volt_weights");
-    std::ofstream(dir_->file("make.py")) << kScript;
+    std::ofstream(dir_->file("make.py")) << kWeightsScript;
     const std::string path = oracle_pythonpath();
-    const std::string cmd = (path.empty() ? std::string() : "PYTHONPATH='" + path + "' ") + kPython + " " +
+    const std::string cmd = (path.empty() ? std::string() : "PYTHONPATH='" + path + "' ") + kWeightsPython + " " +
                             dir_->file("make.py") + " " + dir_->str() + " > " + dir_->file("make.log") + " 2>&1";
     made_ = std::system(cmd.c_str()) == 0;
   }
   static void TearDownTestSuite() { dir_.reset(); }
   void SetUp() override {
-    if (!python_has_torch()) GTEST_SKIP() << kPython << " with torch (python3-torch) is not installed";
+    if (!weights_python_has_torch()) GTEST_SKIP() << kWeightsPython << " with torch (python3-torch) is not installed";
     ASSERT_TRUE(made_) << "the Python script failed; see " << dir_->file("make.log");
   }
   static std::string file(const std::string& name) { return dir_->file(name); }

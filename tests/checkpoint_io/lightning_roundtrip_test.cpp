@@ -36,16 +36,16 @@ namespace {
 namespace fs = std::filesystem;
 using volt::testing::ScratchDir;
 
-const char* kPython = "/usr/bin/python3";
+const char* kRoundTripPython = "/usr/bin/python3";
 
 fs::path source_dir() {
   const char* src = std::getenv("VOLT_SOURCE_DIR");
   return src != nullptr && *src ? fs::path(src) : fs::path(__FILE__).parent_path().parent_path().parent_path();
 }
 
-bool python_has_torch() {
+bool roundtrip_python_has_torch() {
   static const bool has =
-      fs::exists(kPython) && std::system((std::string(kPython) + " -c 'import torch' 2>/dev/null").c_str()) == 0;
+      fs::exists(kRoundTripPython) && std::system((std::string(kRoundTripPython) + " -c 'import torch' 2>/dev/null").c_str()) == 0;
   return has;
 }
 
@@ -53,7 +53,7 @@ bool python_has_torch() {
 using volt::testing::oracle_pythonpath;
 
 // The module on both sides: fc = Linear(4, 2), MSE loss, the optimizer and schedule named by `opt`.
-const char* kScript = R"(
+const char* kRoundTripScript = R"(
 import json, os, sys
 import torch
 from torch import nn
@@ -135,9 +135,9 @@ with open(out, "w") as f:
     json.dump(result, f)
 )";
 
-class Net : public volt::Module {
+class RoundTripNet : public volt::Module {
  public:
-  explicit Net(std::string opt) : opt_(std::move(opt)) {
+  explicit RoundTripNet(std::string opt) : opt_(std::move(opt)) {
     fc = register_module("fc", torch::nn::Linear(4, 2));
     save_hyperparameters({{"opt", opt_}});
   }
@@ -191,7 +191,7 @@ volt::TrainerOptions options(const std::string& root, int64_t epochs) {
 
 std::string python(const std::string& pythonpath, const std::string& args) {
   return "VOLT_CHECK_DIR='" + (source_dir() / "tests" / "checkpoint_io").string() + "' PYTHONPATH='" + pythonpath +
-         "' PYTHONDONTWRITEBYTECODE=1 " + kPython + " " + args + " > /dev/null 2>&1";
+         "' PYTHONDONTWRITEBYTECODE=1 " + kRoundTripPython + " " + args + " > /dev/null 2>&1";
 }
 
 void expect_close(const at::Tensor& a, const at::Tensor& b, const std::string& what) {
@@ -202,10 +202,10 @@ void expect_close(const at::Tensor& a, const at::Tensor& b, const std::string& w
 class LightningRoundTrip : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
-    if (!python_has_torch()) GTEST_SKIP() << kPython << " with torch (python3-torch) is not installed";
+    if (!roundtrip_python_has_torch()) GTEST_SKIP() << kRoundTripPython << " with torch (python3-torch) is not installed";
     pythonpath_ = oracle_pythonpath();
     if (pythonpath_.empty()) GTEST_SKIP() << "Lightning 2.2.5 (../shared/oracle) is not there";
-    std::ofstream(dir_.path() + "/roundtrip.py") << kScript;
+    std::ofstream(dir_.path() + "/roundtrip.py") << kRoundTripScript;
   }
   ScratchDir dir_;
   std::string pythonpath_;
@@ -214,7 +214,7 @@ class LightningRoundTrip : public ::testing::TestWithParam<const char*> {
 TEST_P(LightningRoundTrip, LightningContinuesVoltsCheckpointAtItsEpochAndStepAsVoltDoes) {
   const std::string opt = GetParam();
   volt::seed_everything(5);
-  Net first(opt);
+  RoundTripNet first(opt);
   const std::string ckpt = dir_.path() + "/volt.ckpt";
   {
     volt::Trainer t(options(dir_.path() + "/a", 2));
@@ -231,7 +231,7 @@ TEST_P(LightningRoundTrip, LightningContinuesVoltsCheckpointAtItsEpochAndStepAsV
   EXPECT_EQ(got["start"]["step"], 6) << got;
   EXPECT_EQ(got["end_step"], 12) << got;
   // Volt continues the same file; both reach the same weights.
-  Net second(opt);
+  RoundTripNet second(opt);
   Starts* starts = nullptr;
   {
     auto cb = std::make_shared<Starts>();
@@ -259,7 +259,7 @@ void volt_continues(const std::string& dir, const std::string& pythonpath, const
   const nlohmann::json got = nlohmann::json::parse(std::ifstream(out));
   ASSERT_EQ(got["start"]["step"], 6) << got;
 
-  Net net(opt);
+  RoundTripNet net(opt);
   auto starts = std::make_shared<Starts>();
   volt::Trainer t(options(dir + "/v-" + how, 4), {starts});
   t.fit(net, loader(), nullptr, ckpt);

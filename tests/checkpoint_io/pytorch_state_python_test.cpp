@@ -41,15 +41,15 @@ namespace {
 namespace fs = std::filesystem;
 using volt::testing::TempDir;
 
-const char* kPython = "/usr/bin/python3";
+const char* kStatePython = "/usr/bin/python3";
 
-bool python_has_torch() {
-  return fs::exists(kPython) && std::system((std::string(kPython) + " -c 'import torch' 2>/dev/null").c_str()) == 0;
+bool state_python_has_torch() {
+  return fs::exists(kStatePython) && std::system((std::string(kStatePython) + " -c 'import torch' 2>/dev/null").c_str()) == 0;
 }
 
 // For each entry: PyTorch's class built with other settings loads Volt's state; its keys are those of the
 // class's own state_dict(); its rates now and after each further step are Volt's.
-const char* kScript = R"(
+const char* kStateScript = R"(
 import math, os, sys, torch
 sys.path.insert(0, os.environ["VOLT_CHECK_DIR"])
 from torch_load_check import safe_load
@@ -89,7 +89,7 @@ fs::path check_dir() {
 int run_script(const TempDir& dir, const char* script, const std::string& file) {
   std::ofstream(dir / "check.py") << script;
   const std::string cmd =
-      "VOLT_CHECK_DIR='" + check_dir().string() + "' " + std::string(kPython) + " " + (dir / "check.py") + " " + file;
+      "VOLT_CHECK_DIR='" + check_dir().string() + "' " + std::string(kStatePython) + " " + (dir / "check.py") + " " + file;
   return std::system(cmd.c_str());
 }
 
@@ -128,7 +128,7 @@ print("ok", len(d["names"]))
 using MakeOptimizer = std::function<std::shared_ptr<torch::optim::Optimizer>(std::vector<at::Tensor>)>;
 
 TEST(OptimizerStatePython, TorchsOptimizerOfTheSameNameLoadsVoltsStateAndTakesTheSameNextStep) {
-  if (!python_has_torch()) GTEST_SKIP() << kPython << " with torch (python3-torch) is not installed";
+  if (!state_python_has_torch()) GTEST_SKIP() << kStatePython << " with torch (python3-torch) is not installed";
   namespace optim = torch::optim;
   const std::vector<std::pair<std::string, MakeOptimizer>> cases = {
       {"SGD",
@@ -196,7 +196,7 @@ struct Case {
 };
 
 TEST(SchedulerStatePython, TorchsSchedulerOfTheSameNameLoadsVoltsStateAndSetsTheSameNextRates) {
-  if (!python_has_torch()) GTEST_SKIP() << kPython << " with torch (python3-torch) is not installed";
+  if (!state_python_has_torch()) GTEST_SKIP() << kStatePython << " with torch (python3-torch) is not installed";
   const std::vector<Case> cases = {
       {"StepLR", [](auto& o) { return std::make_shared<volt::StepLR>(o, 3, 0.5); }},
       {"MultiStepLR",
@@ -238,7 +238,7 @@ TEST(SchedulerStatePython, TorchsSchedulerOfTheSameNameLoadsVoltsStateAndSetsThe
   TempDir dir;
   volt::checkpoint_io::TorchCheckpointIO io;
   io.save_checkpoint(c, dir / "s.ckpt");
-  ASSERT_EQ(run_script(dir, kScript, dir / "s.ckpt"), 0);
+  ASSERT_EQ(run_script(dir, kStateScript, dir / "s.ckpt"), 0);
   // And back: Volt reads the milestones' integer keys.
   const auto back = io.load_checkpoint(dir / "s.ckpt");
   EXPECT_EQ(back.meta.at("lr_schedulers")[1].at("milestones"), (nlohmann::json{{"2", 1}, {"6", 2}}));

@@ -50,7 +50,7 @@ std::set<int64_t> epochs_read(BatchStream& stream) {
   return out;
 }
 
-DataLoaderOptions options(int64_t workers, bool persistent) {
+DataLoaderOptions epoch_options(int64_t workers, bool persistent) {
   DataLoaderOptions o;
   o.batch_size = 2;
   o.num_workers = workers;
@@ -61,7 +61,7 @@ DataLoaderOptions options(int64_t workers, bool persistent) {
 TEST(DataLoaderEpoch, SetsTheDatasetsEpochBeforeEachPass) {
   for (int64_t workers : {0, 2}) {
     auto rows = std::make_shared<EpochRows>(9);
-    DataLoader loader(rows, options(workers, false));
+    DataLoader loader(rows, epoch_options(workers, false));
     for (int64_t epoch = 0; epoch < 3; ++epoch) {
       loader.set_epoch(epoch);
       auto s = loader.stream();
@@ -74,7 +74,7 @@ TEST(DataLoaderEpoch, SetsTheDatasetsEpochBeforeEachPass) {
 TEST(DataLoaderEpoch, SubsetPassesTheEpochToItsBase) {
   auto rows = std::make_shared<EpochRows>(9);
   auto subset = std::make_shared<Subset>(rows, std::vector<int64_t>{1, 3, 5});
-  DataLoader loader(subset, options(0, false));
+  DataLoader loader(subset, epoch_options(0, false));
   loader.set_epoch(4);
   auto s = loader.stream();
   EXPECT_EQ(epochs_read(*s), std::set<int64_t>{4});
@@ -82,7 +82,7 @@ TEST(DataLoaderEpoch, SubsetPassesTheEpochToItsBase) {
 
 TEST(DataLoaderEpoch, ShardedStreamSetsItsBasesEpoch) {
   auto rows = std::make_shared<EpochRows>(9);
-  DataLoader loader(std::make_shared<ShardedDataset>(rows), options(3, false));
+  DataLoader loader(std::make_shared<ShardedDataset>(rows), epoch_options(3, false));
   loader.set_epoch(5);
   auto s = loader.stream();
   EXPECT_EQ(epochs_read(*s), std::set<int64_t>{5});
@@ -90,7 +90,7 @@ TEST(DataLoaderEpoch, ShardedStreamSetsItsBasesEpoch) {
 
 TEST(DataLoaderPersistentWorkers, KeepsItsWorkerThreadsAcrossEpochs) {
   auto rows = std::make_shared<EpochRows>(40);
-  DataLoader loader(rows, options(2, true));
+  DataLoader loader(rows, epoch_options(2, true));
   for (int64_t epoch = 0; epoch < 4; ++epoch) {
     loader.set_epoch(epoch);
     auto s = loader.stream();
@@ -100,7 +100,7 @@ TEST(DataLoaderPersistentWorkers, KeepsItsWorkerThreadsAcrossEpochs) {
 
   // Without persistent_workers every pass starts threads of its own.
   auto fresh = std::make_shared<EpochRows>(40);
-  DataLoader plain(fresh, options(2, false));
+  DataLoader plain(fresh, epoch_options(2, false));
   for (int64_t epoch = 0; epoch < 4; ++epoch) {
     auto s = plain.stream();
     epochs_read(*s);
@@ -110,7 +110,7 @@ TEST(DataLoaderPersistentWorkers, KeepsItsWorkerThreadsAcrossEpochs) {
 
 TEST(DataLoaderPersistentWorkers, KeepsAStreamsWorkersAcrossEpochs) {
   auto rows = std::make_shared<EpochRows>(30);
-  DataLoader loader(std::make_shared<ShardedDataset>(rows), options(3, true));
+  DataLoader loader(std::make_shared<ShardedDataset>(rows), epoch_options(3, true));
   for (int64_t epoch = 0; epoch < 3; ++epoch) {
     loader.set_epoch(epoch);
     auto s = loader.stream();
@@ -121,7 +121,7 @@ TEST(DataLoaderPersistentWorkers, KeepsAStreamsWorkersAcrossEpochs) {
 
 TEST(DataLoaderPersistentWorkers, RefusesASecondPassWhileOneRuns) {
   auto rows = std::make_shared<EpochRows>(40);
-  DataLoader loader(rows, options(2, true));
+  DataLoader loader(rows, epoch_options(2, true));
   auto first = loader.stream();
   first->next();
   EXPECT_THROW(loader.stream(), Error);
@@ -131,12 +131,12 @@ TEST(DataLoaderPersistentWorkers, RefusesASecondPassWhileOneRuns) {
 }
 
 TEST(DataLoaderPersistentWorkers, NeedsWorkers) {
-  EXPECT_THROW(DataLoader(std::make_shared<EpochRows>(4), options(0, true)), ConfigError);
+  EXPECT_THROW(DataLoader(std::make_shared<EpochRows>(4), epoch_options(0, true)), ConfigError);
 }
 
 TEST(DataLoaderPersistentWorkers, AStreamAbandonedMidPassReleasesTheWorkers) {
   auto rows = std::make_shared<EpochRows>(200);
-  DataLoader loader(rows, options(2, true));
+  DataLoader loader(rows, epoch_options(2, true));
   for (int i = 0; i < 5; ++i) {
     auto s = loader.stream();
     s->next();  // the workers are blocked on a full prefetch queue when the stream goes

@@ -18,7 +18,7 @@ namespace volt::data {
 namespace {
 
 // 10 examples: inputs row i = [3i, 3i+1, 3i+2] (float), target i = 100 + i (int64).
-std::shared_ptr<TensorDataset> make_rows(int64_t n = 10) {
+std::shared_ptr<TensorDataset> numbered_rows(int64_t n = 10) {
   at::Tensor inputs = at::arange(n * 3, at::kFloat).reshape({n, 3});
   at::Tensor targets = at::arange(100, 100 + n, at::kLong);
   return std::make_shared<TensorDataset>(std::vector<at::Tensor>{inputs, targets});
@@ -35,7 +35,7 @@ class SquaresDataset : public Dataset {
 };
 
 template <typename Fn>
-std::string error_message(Fn&& fn) {
+std::string thrown_message(Fn&& fn) {
   try {
     fn();
   } catch (const std::exception& e) {
@@ -45,7 +45,7 @@ std::string error_message(Fn&& fn) {
 }
 
 TEST(TensorDataset, GetBatchEqualsManualRows) {
-  auto data = make_rows();
+  auto data = numbered_rows();
   const std::vector<int64_t> indices = {7, 0, 3, 3, 9};
   Batch batch = data->get_batch(indices);
   ASSERT_EQ(batch.size(), 2u);
@@ -60,7 +60,7 @@ TEST(TensorDataset, GetBatchEqualsManualRows) {
 }
 
 TEST(TensorDataset, GetReturnsOneRowOfEachTensor) {
-  auto data = make_rows();
+  auto data = numbered_rows();
   EXPECT_EQ(data->size(), 10);
   Batch example = data->get(4);
   ASSERT_EQ(example.size(), 2u);
@@ -69,14 +69,14 @@ TEST(TensorDataset, GetReturnsOneRowOfEachTensor) {
 }
 
 TEST(TensorDataset, EmptyIndexListGivesEmptyBatch) {
-  Batch batch = make_rows()->get_batch({});
+  Batch batch = numbered_rows()->get_batch({});
   ASSERT_EQ(batch.size(), 2u);
   EXPECT_EQ(batch[0].sizes(), (std::vector<int64_t>{0, 3}));
   EXPECT_EQ(batch[1].size(0), 0);
 }
 
 TEST(TensorDataset, RejectsTensorsWithDifferentFirstDimension) {
-  const std::string message = error_message([] {
+  const std::string message = thrown_message([] {
     TensorDataset({at::zeros({10, 3}), at::zeros({9})});
   });
   EXPECT_NE(message.find("9"), std::string::npos) << message;
@@ -93,11 +93,11 @@ TEST(TensorDataset, RejectsScalarTensors) {
 }
 
 TEST(TensorDataset, RejectsOutOfRangeIndices) {
-  auto data = make_rows();
+  auto data = numbered_rows();
   EXPECT_THROW(data->get(10), Error);
   EXPECT_THROW(data->get(-1), Error);
   EXPECT_THROW(data->get_batch({0, 10}), Error);
-  const std::string message = error_message([&] { data->get_batch({-2}); });
+  const std::string message = thrown_message([&] { data->get_batch({-2}); });
   EXPECT_NE(message.find("-2"), std::string::npos) << message;
 }
 
@@ -113,7 +113,7 @@ TEST(Dataset, DefaultGetBatchStacksExamplesPositionByPosition) {
 }
 
 TEST(Subset, MapsItsIndicesToTheBaseDataSet) {
-  auto data = make_rows();
+  auto data = numbered_rows();
   Subset subset(data, {8, 2, 5});
   EXPECT_EQ(subset.size(), 3);
   EXPECT_EQ(subset.get(1)[1].item<int64_t>(), 102);
@@ -123,7 +123,7 @@ TEST(Subset, MapsItsIndicesToTheBaseDataSet) {
 }
 
 TEST(Subset, RejectsIndicesOutsideTheBaseOrItself) {
-  auto data = make_rows();
+  auto data = numbered_rows();
   EXPECT_THROW(Subset(data, {3, 10}), Error);
   EXPECT_THROW(Subset(nullptr, {}), ConfigError);
   Subset subset(data, {1, 2});
@@ -134,7 +134,7 @@ TEST(Subset, RejectsIndicesOutsideTheBaseOrItself) {
 std::vector<std::vector<int64_t>> split_indices(int64_t n, const std::vector<int64_t>& lengths,
                                                 uint64_t seed) {
   std::vector<std::vector<int64_t>> out;
-  for (const auto& subset : random_split(make_rows(n), lengths, seed)) {
+  for (const auto& subset : random_split(numbered_rows(n), lengths, seed)) {
     out.push_back(subset->indices());
   }
   return out;
@@ -160,18 +160,18 @@ TEST(RandomSplit, IsReproducibleForASeedAndDiffersAcrossSeeds) {
 }
 
 TEST(RandomSplit, SubsetsReadTheBaseRows) {
-  auto data = make_rows(20);
+  auto data = numbered_rows(20);
   auto parts = random_split(data, {15, 5}, 3);
   const int64_t base_index = parts[1]->indices()[2];
   EXPECT_EQ(parts[1]->get(2)[1].item<int64_t>(), 100 + base_index);
 }
 
 TEST(RandomSplit, RejectsLengthsThatDoNotAddUpToTheSize) {
-  const std::string message = error_message([] { random_split(make_rows(10), {6, 3}, 0); });
+  const std::string message = thrown_message([] { random_split(numbered_rows(10), {6, 3}, 0); });
   EXPECT_NE(message.find("9"), std::string::npos) << message;
   EXPECT_NE(message.find("10"), std::string::npos) << message;
-  EXPECT_THROW(random_split(make_rows(10), {6, 3}, 0), ConfigError);
-  EXPECT_THROW(random_split(make_rows(10), {12, -2}, 0), ConfigError);
+  EXPECT_THROW(random_split(numbered_rows(10), {6, 3}, 0), ConfigError);
+  EXPECT_THROW(random_split(numbered_rows(10), {12, -2}, 0), ConfigError);
   EXPECT_THROW(random_split(nullptr, {}, 0), ConfigError);
 }
 

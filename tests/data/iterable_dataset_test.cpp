@@ -20,7 +20,7 @@ namespace {
 using Indices = std::vector<int64_t>;
 
 // Example i is {[i, i] as float, i as int64}.
-std::shared_ptr<TensorDataset> make_rows(int64_t n) {
+std::shared_ptr<TensorDataset> id_rows(int64_t n) {
   at::Tensor targets = at::arange(n, at::kLong);
   at::Tensor inputs = targets.to(at::kFloat).unsqueeze(1).repeat({1, 2});
   return std::make_shared<TensorDataset>(std::vector<at::Tensor>{inputs, targets});
@@ -37,7 +37,7 @@ std::vector<Indices> read_all(BatchStream& stream) {
   return out;
 }
 
-DataLoaderOptions options(int64_t batch_size, int64_t workers) {
+DataLoaderOptions stream_options(int64_t batch_size, int64_t workers) {
   DataLoaderOptions o;
   o.batch_size = batch_size;
   o.num_workers = workers;
@@ -74,10 +74,10 @@ TEST(ShardIndices, RefusesAReaderOutsideTheLoader) {
 }
 
 TEST(IterableDataLoader, TwoRanksOfThreeWorkersSeeEverySampleExactlyOnce) {
-  auto stream = std::make_shared<ShardedDataset>(make_rows(47));
+  auto stream = std::make_shared<ShardedDataset>(id_rows(47));
   std::multiset<int64_t> seen;
   for (int64_t rank = 0; rank < 2; ++rank) {
-    DataLoader loader(stream, options(4, 3));
+    DataLoader loader(stream, stream_options(4, 3));
     loader.set_distributed(2, rank);
     auto pass = loader.stream();
     for (const auto& ids : read_all(*pass)) seen.insert(ids.begin(), ids.end());
@@ -88,14 +88,14 @@ TEST(IterableDataLoader, TwoRanksOfThreeWorkersSeeEverySampleExactlyOnce) {
 
 TEST(IterableDataLoader, BatchesEachWorkerOnItsOwnInRoundRobinOrder) {
   // 3 workers over 0..10: worker 0 reads 0,3,6,9; worker 1 1,4,7,10; worker 2 2,5,8.
-  auto stream = std::make_shared<ShardedDataset>(make_rows(11));
-  DataLoader loader(stream, options(3, 3));
+  auto stream = std::make_shared<ShardedDataset>(id_rows(11));
+  DataLoader loader(stream, stream_options(3, 3));
   const std::vector<Indices> expected = {{0, 3, 6}, {1, 4, 7}, {2, 5, 8}, {9}, {10}};
   for (int pass = 0; pass < 3; ++pass) {
     auto s = loader.stream();
     EXPECT_EQ(read_all(*s), expected) << "pass " << pass;
   }
-  auto o = options(3, 3);
+  auto o = stream_options(3, 3);
   o.drop_last = true;
   DataLoader dropping(stream, o);
   auto s = dropping.stream();
@@ -103,8 +103,8 @@ TEST(IterableDataLoader, BatchesEachWorkerOnItsOwnInRoundRobinOrder) {
 }
 
 TEST(IterableDataLoader, WithoutWorkersReadsOneShardOnTheCallersThread) {
-  auto stream = std::make_shared<ShardedDataset>(make_rows(7));
-  DataLoader loader(stream, options(3, 0));
+  auto stream = std::make_shared<ShardedDataset>(id_rows(7));
+  DataLoader loader(stream, stream_options(3, 0));
   auto s = loader.stream();
   EXPECT_EQ(read_all(*s), (std::vector<Indices>{{0, 1, 2}, {3, 4, 5}, {6}}));
   EXPECT_FALSE(loader.has_length());
@@ -113,8 +113,8 @@ TEST(IterableDataLoader, WithoutWorkersReadsOneShardOnTheCallersThread) {
 }
 
 TEST(IterableDataLoader, CollatesWithTheUsersFunctionOnEachWorkersExamples) {
-  auto stream = std::make_shared<ShardedDataset>(make_rows(10));
-  auto o = options(3, 2);
+  auto stream = std::make_shared<ShardedDataset>(id_rows(10));
+  auto o = stream_options(3, 2);
   o.collate = [](std::vector<Batch> examples) {
     // Sums the ids of a batch instead of stacking them.
     int64_t sum = 0;
@@ -128,22 +128,22 @@ TEST(IterableDataLoader, CollatesWithTheUsersFunctionOnEachWorkersExamples) {
 }
 
 TEST(IterableDataLoader, RefusesShuffleSamplersAndSkipBatches) {
-  auto stream = std::make_shared<ShardedDataset>(make_rows(7));
-  auto o = options(2, 0);
+  auto stream = std::make_shared<ShardedDataset>(id_rows(7));
+  auto o = stream_options(2, 0);
   o.shuffle = true;
   EXPECT_THROW(DataLoader(stream, o), ConfigError);
-  DataLoader loader(stream, options(2, 0));
+  DataLoader loader(stream, stream_options(2, 0));
   EXPECT_THROW(loader.set_sampler(std::make_shared<SequentialSampler>(7)), ConfigError);
   EXPECT_THROW(loader.stream(1), ConfigError);
   EXPECT_THROW(loader.set_distributed(2, 2), ConfigError);
-  DataLoader map_style(make_rows(7), options(2, 0));
+  DataLoader map_style(id_rows(7), stream_options(2, 0));
   EXPECT_THROW(map_style.set_distributed(2, 0), ConfigError);
 }
 
 TEST(IterableDataLoader, ResumedPassContinuesAtTheNextSample) {
-  auto stream = std::make_shared<ShardedDataset>(make_rows(29));
+  auto stream = std::make_shared<ShardedDataset>(id_rows(29));
   for (int64_t workers : {0, 1, 3}) {
-    DataLoader loader(stream, options(4, workers));
+    DataLoader loader(stream, stream_options(4, workers));
     loader.set_epoch(2);
     auto whole = loader.stream();
     const auto expected = read_all(*whole);
@@ -163,13 +163,13 @@ TEST(IterableDataLoader, ResumedPassContinuesAtTheNextSample) {
 }
 
 TEST(IterableDataLoader, RefusesAPositionOfAnotherWorkerCount) {
-  auto stream = std::make_shared<ShardedDataset>(make_rows(20));
-  DataLoader three(stream, options(2, 3));
+  auto stream = std::make_shared<ShardedDataset>(id_rows(20));
+  DataLoader three(stream, stream_options(2, 3));
   auto s = three.stream();
   s->next();
   const StreamPosition at = s->position();
   s.reset();
-  DataLoader two(stream, options(2, 2));
+  DataLoader two(stream, stream_options(2, 2));
   try {
     two.stream(at);
     FAIL() << "a 3-worker position resumed on 2 workers";
@@ -177,10 +177,10 @@ TEST(IterableDataLoader, RefusesAPositionOfAnotherWorkerCount) {
     EXPECT_NE(std::string(e.what()).find("num_workers=3"), std::string::npos) << e.what();
   }
   // 0 and 1 workers read the same single shard: their positions are interchangeable.
-  DataLoader none(stream, options(2, 0));
+  DataLoader none(stream, stream_options(2, 0));
   auto n = none.stream();
   n->next();
-  DataLoader one(stream, options(2, 1));
+  DataLoader one(stream, stream_options(2, 1));
   auto rest = one.stream(n->position());
   EXPECT_EQ(ids_of(*rest->next()), (Indices{2, 3}));
 }
@@ -214,7 +214,7 @@ class CountingStream : public IterableDataset {
 
 TEST(IterableDataLoader, WorkerErrorNamesTheWorkerAndTheSample) {
   auto stream = std::make_shared<CountingStream>(10, 1, 4);
-  DataLoader loader(stream, options(2, 3));
+  DataLoader loader(stream, stream_options(2, 3));
   auto s = loader.stream();
   try {
     while (s->next()) {
@@ -230,7 +230,7 @@ TEST(IterableDataLoader, WorkerErrorNamesTheWorkerAndTheSample) {
 
 TEST(IterableDataLoader, PassesTheEpochAndWorkerToEachReader) {
   auto stream = std::make_shared<CountingStream>(2, -1, -1);
-  DataLoader loader(stream, options(2, 2));
+  DataLoader loader(stream, stream_options(2, 2));
   loader.set_epoch(3);
   auto s = loader.stream();
   EXPECT_EQ(read_all(*s), (std::vector<Indices>{{30000, 30001}, {30100, 30101}}));

@@ -31,7 +31,7 @@ using volt::data::TokenWindowDataset;
 using volt::data::TokenWindowOptions;
 using volt::testing::TempDir;
 
-void write(const std::string& path, const std::string& bytes) {
+void write_text(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary) << bytes;
 }
 
@@ -51,7 +51,7 @@ std::string error_of(const std::function<void()>& fn) {
   return "(no error)";
 }
 
-std::vector<int64_t> ids_of(const at::Tensor& t) {
+std::vector<int64_t> lm_ids_of(const at::Tensor& t) {
   const at::Tensor c = t.contiguous();
   return std::vector<int64_t>(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
 }
@@ -59,7 +59,7 @@ std::vector<int64_t> ids_of(const at::Tensor& t) {
 TEST(TokenWindowDataset, WindowsAreShiftedTokenRunsAtTheStride) {
   TempDir dir;
   const std::string text = "abcdefghij\nklmnopqrstuvwxyz\n0123";  // 32 bytes, 32 byte tokens
-  write(dir / "c.txt", text);
+  write_text(dir / "c.txt", text);
   ByteTokenizer bytes;
   for (const auto& [context, stride] : std::vector<std::pair<int64_t, int64_t>>{{8, 0}, {8, 3}, {31, 1}, {5, 40}}) {
     SCOPED_TRACE("context " + std::to_string(context) + " stride " + std::to_string(stride));
@@ -77,8 +77,8 @@ TEST(TokenWindowDataset, WindowsAreShiftedTokenRunsAtTheStride) {
       EXPECT_EQ(ex[0].sizes(), (std::vector<int64_t>{context}));
       const std::string expect_in = text.substr(i * step, context);
       const std::string expect_target = text.substr(i * step + 1, context);
-      EXPECT_EQ(bytes.decode(ids_of(ex[0])), expect_in) << i;
-      EXPECT_EQ(bytes.decode(ids_of(ex[1])), expect_target) << i;
+      EXPECT_EQ(bytes.decode(lm_ids_of(ex[0])), expect_in) << i;
+      EXPECT_EQ(bytes.decode(lm_ids_of(ex[1])), expect_target) << i;
       all.push_back(i);
     }
     // A batch is the examples stacked.
@@ -94,7 +94,7 @@ TEST(TokenWindowDataset, WindowsAreShiftedTokenRunsAtTheStride) {
 
 TEST(TokenWindowDataset, TokenFileIsWrittenOnceAndAgainOnlyWhenCorpusOrTokenizerChange) {
   TempDir dir;
-  write(dir / "c.txt", "hello world\nhello again\n");
+  write_text(dir / "c.txt", "hello world\nhello again\n");
   ByteTokenizer bytes;
   TokenWindowOptions o;
   o.context = 4;
@@ -109,15 +109,15 @@ TEST(TokenWindowDataset, TokenFileIsWrittenOnceAndAgainOnlyWhenCorpusOrTokenizer
   EXPECT_EQ(fs::last_write_time(dir / "c.tok"), written);
 
   // Same size, other bytes: the corpus hash notices.
-  write(dir / "c.txt", "HELLO world\nhello again\n");
+  write_text(dir / "c.txt", "HELLO world\nhello again\n");
   auto changed = TokenWindowDataset::from_corpus(dir / "c.txt", bytes, dir / "c.tok", o);
   EXPECT_TRUE(changed->tokenized());
-  EXPECT_EQ(bytes.decode(ids_of(changed->get(0)[0])), "HELL");
+  EXPECT_EQ(bytes.decode(lm_ids_of(changed->get(0)[0])), "HELL");
   // Another tokenizer: written again, with its ids.
   const auto chars = volt::data::CharTokenizer::from_file(dir / "c.txt");
   auto by_char = TokenWindowDataset::from_corpus(dir / "c.txt", chars, dir / "c.tok", o);
   EXPECT_TRUE(by_char->tokenized());
-  EXPECT_EQ(chars.decode(ids_of(by_char->get(0)[0])), "HELL");
+  EXPECT_EQ(chars.decode(lm_ids_of(by_char->get(0)[0])), "HELL");
   // uint32 on request, eos after every line.
   o.token_file.dtype = TokenDtype::kUInt32;
   o.token_file.append_eos = true;
@@ -133,13 +133,13 @@ TEST(TokenWindowDataset, TokenFileIsWrittenOnceAndAgainOnlyWhenCorpusOrTokenizer
   for (int threads : {1, 3}) {
     volt::data::TokenFileOptions t;
     t.num_threads = threads;
-    write(dir / "big.txt", std::string(5000, 'x') + "\n" + read(dir / "c.txt") + "tail without newline");
+    write_text(dir / "big.txt", std::string(5000, 'x') + "\n" + read(dir / "c.txt") + "tail without newline");
     volt::data::write_token_file(dir / "big.txt", chars, dir / ("big" + std::to_string(threads) + ".tok"), t);
   }
   EXPECT_EQ(read(dir / "big1.tok"), read(dir / "big3.tok"));
   // More threads than lines or bytes: nothing lost, nothing doubled.
   for (const std::string tiny : {"x", "a\nb\nc", "\n\n\n"}) {
-    write(dir / "tiny.txt", tiny);
+    write_text(dir / "tiny.txt", tiny);
     volt::data::TokenFileOptions t;
     t.num_threads = 8;
     EXPECT_EQ(volt::data::write_token_file(dir / "tiny.txt", bytes, dir / "tiny.tok", t).tokens,
@@ -154,7 +154,7 @@ TEST(TokenWindowDataset, TokenFileIsWrittenOnceAndAgainOnlyWhenCorpusOrTokenizer
 TEST(TokenWindowDataset, RefusesShortCorpusMissingFilesAndTokenFilesOfTheWrongSize) {
   TempDir dir;
   ByteTokenizer bytes;
-  write(dir / "short.txt", "abcd");
+  write_text(dir / "short.txt", "abcd");
   TokenWindowOptions o;
   o.context = 4;
   std::string e = error_of([&] { TokenWindowDataset::from_corpus(dir / "short.txt", bytes, dir / "s.tok", o); });
@@ -164,7 +164,7 @@ TEST(TokenWindowDataset, RefusesShortCorpusMissingFilesAndTokenFilesOfTheWrongSi
   e = error_of([&] { TokenWindowDataset::from_corpus(dir / "absent.txt", bytes, dir / "a.tok", o); });
   EXPECT_NE(e.find("the corpus '" + (dir / "absent.txt") + "' does not exist"), std::string::npos) << e;
   EXPECT_FALSE(fs::exists(dir / "a.tok"));
-  write(dir / "empty.txt", "");
+  write_text(dir / "empty.txt", "");
   e = error_of([&] { TokenWindowDataset::from_corpus(dir / "empty.txt", bytes, dir / "e.tok", o); });
   EXPECT_NE(e.find("empty.txt' is empty"), std::string::npos) << e;
   EXPECT_FALSE(fs::exists(dir / "e.tok"));
@@ -177,24 +177,24 @@ TEST(TokenWindowDataset, RefusesShortCorpusMissingFilesAndTokenFilesOfTheWrongSi
             std::string::npos);
 
   // A good file, then damaged copies of it.
-  write(dir / "c.txt", std::string(100, 'a'));
+  write_text(dir / "c.txt", std::string(100, 'a'));
   volt::data::write_token_file(dir / "c.txt", bytes, dir / "good.tok");
   const std::string good = read(dir / "good.tok");
   ASSERT_EQ(good.size(), 64u + 200u);
-  write(dir / "cut.tok", good.substr(0, good.size() - 1));
+  write_text(dir / "cut.tok", good.substr(0, good.size() - 1));
   e = error_of([&] { TokenWindowDataset t(dir / "cut.tok", 4); });
   EXPECT_NE(e.find("cut.tok' has the wrong size: 263 bytes, but its header announces 100 tokens of 2 bytes (64 + 100 "
                    "x 2 = 264 bytes)"),
             std::string::npos)
       << e;
   EXPECT_NE(e.find("Delete it"), std::string::npos) << e;
-  write(dir / "long.tok", good + "xx");
+  write_text(dir / "long.tok", good + "xx");
   EXPECT_NE(error_of([&] { TokenWindowDataset t(dir / "long.tok", 4); }).find("has the wrong size: 266 bytes"),
             std::string::npos);
-  write(dir / "tiny.tok", good.substr(0, 10));
+  write_text(dir / "tiny.tok", good.substr(0, 10));
   EXPECT_NE(error_of([&] { TokenWindowDataset t(dir / "tiny.tok", 4); }).find("fewer than the 64-byte header"),
             std::string::npos);
-  write(dir / "other.tok", "NOTATOKN" + good.substr(8));
+  write_text(dir / "other.tok", "NOTATOKN" + good.substr(8));
   EXPECT_NE(error_of([&] { TokenWindowDataset t(dir / "other.tok", 4); }).find("is not a token file"),
             std::string::npos);
   // from_corpus does not replace a damaged token file silently.
@@ -207,7 +207,7 @@ TEST(TokenWindowDataset, LoaderWorkersShareTheMappedFileAndGiveTheSameBatches) {
   TempDir dir;
   std::string text;
   for (int i = 0; i < 400; ++i) text += "line " + std::to_string(i * 7919 % 1000) + " of the corpus\n";
-  write(dir / "c.txt", text);
+  write_text(dir / "c.txt", text);
   TokenWindowOptions o;
   o.context = 16;
   o.stride = 5;
@@ -254,13 +254,13 @@ class WideTokenizer : public volt::data::Tokenizer {
 
 TEST(TokenWindowDataset, LargeVocabulariesGetUint32TokensAndUint16IsRefusedForThem) {
   TempDir dir;
-  write(dir / "c.txt", "0123456789");
+  write_text(dir / "c.txt", "0123456789");
   WideTokenizer wide;
   TokenWindowOptions o;
   o.context = 3;
   auto ds = TokenWindowDataset::from_corpus(dir / "c.txt", wide, dir / "c.tok", o);
   EXPECT_EQ(ds->tokens().info().token_bytes, 4);
-  EXPECT_EQ(ids_of(ds->get(1)[0]), (std::vector<int64_t>{70000 + '3', 70000 + '4', 70000 + '5'}));
+  EXPECT_EQ(lm_ids_of(ds->get(1)[0]), (std::vector<int64_t>{70000 + '3', 70000 + '4', 70000 + '5'}));
   volt::data::TokenFileOptions narrow;
   narrow.dtype = TokenDtype::kUInt16;
   const std::string e = error_of([&] { volt::data::write_token_file(dir / "c.txt", wide, dir / "n.tok", narrow); });
@@ -305,8 +305,8 @@ TEST(TokenWindowDataset, KingJamesBibleThroughSentencePieceHasPythonsTokenIds) {
             << ds->size() << " windows\n";
   EXPECT_GT(tokens.size(), 900000);
   EXPECT_EQ(ds->size(), (tokens.size() - 257) / 128 + 1);
-  EXPECT_EQ(sp.decode(ids_of(ds->get(0)[0])).rfind("Genesis 1 1 In the beginning God created the heaven", 0), 0u)
-      << sp.decode(ids_of(ds->get(0)[0]));
+  EXPECT_EQ(sp.decode(lm_ids_of(ds->get(0)[0])).rfind("Genesis 1 1 In the beginning God created the heaven", 0), 0u)
+      << sp.decode(lm_ids_of(ds->get(0)[0]));
   if (const std::string why = volt::testing::python_module_missing("sentencepiece", "python3-sentencepiece");
       !why.empty()) {
     GTEST_SKIP() << "the comparison with Python: " << why;

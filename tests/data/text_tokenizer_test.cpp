@@ -24,11 +24,11 @@ using volt::data::SentencePieceTokenizer;
 using volt::data::SentencePieceTrainOptions;
 using volt::testing::TempDir;
 
-void write(const std::string& path, const std::string& bytes) {
+void write_corpus(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary) << bytes;
 }
 
-std::string error_of(const std::function<void()>& fn) {
+std::string volt_error_of(const std::function<void()>& fn) {
   try {
     fn();
   } catch (const volt::Error& e) {
@@ -49,9 +49,9 @@ TEST(ByteTokenizer, EncodesBytesAndDecodesBackWithSpecialsAfterThem) {
   EXPECT_EQ(t.special_ids().pad, 258);
   EXPECT_EQ(t.special_ids().unk, -1);
   EXPECT_EQ(t.decode({256, 'a', 257, 258, 'b'}), "ab");  // specials decode to no text
-  const std::string e = error_of([&] { t.decode({'a', 259}); });
+  const std::string e = volt_error_of([&] { t.decode({'a', 259}); });
   EXPECT_NE(e.find("id 259 at position 1 is outside the vocabulary"), std::string::npos) << e;
-  EXPECT_NE(error_of([&] { t.decode({-1}); }).find("id -1 at position 0"), std::string::npos);
+  EXPECT_NE(volt_error_of([&] { t.decode({-1}); }).find("id -1 at position 0"), std::string::npos);
 }
 
 TEST(CharTokenizer, VocabularyIsTheCorpusCharactersSortedWithUnkAndSpecialsAfter) {
@@ -72,7 +72,7 @@ TEST(CharTokenizer, VocabularyIsTheCorpusCharactersSortedWithUnkAndSpecialsAfter
             (std::vector<int64_t>{2, 3, 6, 8}));  // z is not in the corpus
   EXPECT_EQ(t.decode(t.encode(corpus)), corpus);
   EXPECT_EQ(t.decode({9, 2, 8, 10, 11}), "a\xEF\xBF\xBD");  // unk shows as U+FFFD, specials as nothing
-  EXPECT_NE(error_of([&] { t.decode({12}); }).find("id 12 at position 0 is outside the vocabulary (0..11"),
+  EXPECT_NE(volt_error_of([&] { t.decode({12}); }).find("id 12 at position 0 is outside the vocabulary (0..11"),
             std::string::npos);
 
   TempDir dir;
@@ -81,25 +81,25 @@ TEST(CharTokenizer, VocabularyIsTheCorpusCharactersSortedWithUnkAndSpecialsAfter
   EXPECT_EQ(loaded.characters(), t.characters());
   EXPECT_EQ(loaded.fingerprint(), t.fingerprint());
   EXPECT_NE(CharTokenizer::from_text("abc").fingerprint(), t.fingerprint());
-  write(dir / "corpus.txt", corpus);
+  write_corpus(dir / "corpus.txt", corpus);
   EXPECT_EQ(CharTokenizer::from_file(dir / "corpus.txt").characters(), t.characters());
 }
 
 TEST(CharTokenizer, RefusesTextThatIsNotUtf8NamingTheByteOffset) {
   TempDir dir;
-  write(dir / "latin1.txt", "caf\xE9 au lait");
-  std::string e = error_of([&] { CharTokenizer::from_file(dir / "latin1.txt"); });
+  write_corpus(dir / "latin1.txt", "caf\xE9 au lait");
+  std::string e = volt_error_of([&] { CharTokenizer::from_file(dir / "latin1.txt"); });
   EXPECT_NE(e.find("latin1.txt' is not valid UTF-8 at byte 3 (byte 0xe9)"), std::string::npos) << e;
-  e = error_of([&] { CharTokenizer::from_text("ok\xC0\xAF"); });  // an overlong '/'
+  e = volt_error_of([&] { CharTokenizer::from_text("ok\xC0\xAF"); });  // an overlong '/'
   EXPECT_NE(e.find("not valid UTF-8 at byte 2"), std::string::npos) << e;
-  e = error_of([&] { CharTokenizer::from_text("\xED\xA0\x80"); });  // a surrogate
+  e = volt_error_of([&] { CharTokenizer::from_text("\xED\xA0\x80"); });  // a surrogate
   EXPECT_NE(e.find("at byte 0"), std::string::npos) << e;
-  e = error_of([&] { CharTokenizer::from_file(dir / "absent.txt"); });
+  e = volt_error_of([&] { CharTokenizer::from_file(dir / "absent.txt"); });
   EXPECT_NE(e.find("absent.txt' does not exist"), std::string::npos) << e;
-  write(dir / "empty.txt", "");
-  EXPECT_NE(error_of([&] { CharTokenizer::from_file(dir / "empty.txt"); }).find("is empty"), std::string::npos);
-  write(dir / "not_vocab.txt", "abc");
-  EXPECT_NE(error_of([&] { CharTokenizer::load(dir / "not_vocab.txt"); }).find("not a vocabulary written by"),
+  write_corpus(dir / "empty.txt", "");
+  EXPECT_NE(volt_error_of([&] { CharTokenizer::from_file(dir / "empty.txt"); }).find("is empty"), std::string::npos);
+  write_corpus(dir / "not_vocab.txt", "abc");
+  EXPECT_NE(volt_error_of([&] { CharTokenizer::load(dir / "not_vocab.txt"); }).find("not a vocabulary written by"),
             std::string::npos);
 }
 
@@ -140,10 +140,10 @@ std::string small_corpus() {
 }
 
 TEST(SentencePieceTokenizer, TrainedUnigramAndBpeModelsEncodeAsPythonSentencepiece) {
-  if (!SentencePieceTokenizer::available()) GTEST_SKIP() << error_of([] { SentencePieceTokenizer("x.model"); });
+  if (!SentencePieceTokenizer::available()) GTEST_SKIP() << volt_error_of([] { SentencePieceTokenizer("x.model"); });
   const std::string why = volt::testing::python_module_missing("sentencepiece", "python3-sentencepiece");
   TempDir dir;
-  write(dir / "corpus.txt", small_corpus());
+  write_corpus(dir / "corpus.txt", small_corpus());
   // Text to encode, with words and characters the corpus may lack.
   const std::string probe =
       "The quick brown fox jumps over the lazy dog.\n"
@@ -152,7 +152,7 @@ TEST(SentencePieceTokenizer, TrainedUnigramAndBpeModelsEncodeAsPythonSentencepie
       "Unseen letters: \xC3\xA9t\xC3\xA9, \xC3\xB6l, \xE2\x82\xAC 5, \xE6\xBC\xA2\xE5\xAD\x97\n"
       "\n"
       "last line without a break";
-  write(dir / "probe.txt", probe);
+  write_corpus(dir / "probe.txt", probe);
   for (const std::string type : {"unigram", "bpe"}) {
     SCOPED_TRACE(type);
     SentencePieceTrainOptions o;
@@ -197,9 +197,9 @@ TEST(SentencePieceTokenizer, TrainedUnigramAndBpeModelsEncodeAsPythonSentencepie
 }
 
 TEST(SentencePieceTokenizer, EncodesTheSameFromManyThreads) {
-  if (!SentencePieceTokenizer::available()) GTEST_SKIP() << error_of([] { SentencePieceTokenizer("x.model"); });
+  if (!SentencePieceTokenizer::available()) GTEST_SKIP() << volt_error_of([] { SentencePieceTokenizer("x.model"); });
   TempDir dir;
-  write(dir / "corpus.txt", small_corpus());
+  write_corpus(dir / "corpus.txt", small_corpus());
   SentencePieceTrainOptions o;
   o.input = dir / "corpus.txt";
   o.model_file = dir / "m.model";
@@ -215,17 +215,17 @@ TEST(SentencePieceTokenizer, EncodesTheSameFromManyThreads) {
 }
 
 TEST(SentencePieceTokenizer, RefusesBadTrainingOptionsAndFilesThatAreNotModels) {
-  if (!SentencePieceTokenizer::available()) GTEST_SKIP() << error_of([] { SentencePieceTokenizer("x.model"); });
+  if (!SentencePieceTokenizer::available()) GTEST_SKIP() << volt_error_of([] { SentencePieceTokenizer("x.model"); });
   TempDir dir;
-  write(dir / "corpus.txt", "a tiny corpus\nof two lines\n");
-  write(dir / "empty.txt", "");
+  write_corpus(dir / "corpus.txt", "a tiny corpus\nof two lines\n");
+  write_corpus(dir / "empty.txt", "");
   auto train_error = [&](const std::function<void(SentencePieceTrainOptions&)>& change) {
     SentencePieceTrainOptions o;
     o.input = dir / "corpus.txt";
     o.model_file = dir / "m.model";
     o.vocab_size = 20;
     change(o);
-    const std::string e = error_of([&] { SentencePieceTokenizer::train(o); });
+    const std::string e = volt_error_of([&] { SentencePieceTokenizer::train(o); });
     EXPECT_FALSE(std::filesystem::exists(dir / "m.model")) << e;
     return e;
   };
@@ -244,10 +244,10 @@ TEST(SentencePieceTokenizer, RefusesBadTrainingOptionsAndFilesThatAreNotModels) 
   const std::string e = train_error([](auto& o) { o.vocab_size = 5000; });
   EXPECT_NE(e.find("SentencePiece refused to train a unigram model of vocab_size 5000"), std::string::npos) << e;
 
-  write(dir / "not.model", "this is not a model");
-  EXPECT_NE(error_of([&] { SentencePieceTokenizer t(dir / "not.model"); }).find("is not a SentencePiece model"),
+  write_corpus(dir / "not.model", "this is not a model");
+  EXPECT_NE(volt_error_of([&] { SentencePieceTokenizer t(dir / "not.model"); }).find("is not a SentencePiece model"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { SentencePieceTokenizer t(dir / "absent.model"); }).find("does not exist"),
+  EXPECT_NE(volt_error_of([&] { SentencePieceTokenizer t(dir / "absent.model"); }).find("does not exist"),
             std::string::npos);
 }
 

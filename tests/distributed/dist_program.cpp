@@ -25,7 +25,8 @@
 // Euclidean norm; --drop-hook-state 1: it ignores
 // the hook state a checkpoint holds). --stream W: train (and validate) on the data as a stream
 // (ShardedDataset, W loader workers, sample ids as a third tensor); each rank writes the ids it
-// trained on in the order it did (stream_ids) and how many (stream_samples).
+// trained on in the order it did (stream_ids) and how many (stream_samples); --stream-skew 1: the training
+// stream's shards differ in size between the ranks (SkewedStream).
 #include <signal.h>
 #include <unistd.h>
 
@@ -146,6 +147,39 @@ class StreamIds : public volt::callbacks::Callback {
 
  private:
   std::shared_ptr<std::vector<int64_t>> ids_;
+};
+
+/// --stream-skew 1 (with --stream 3 --samples 48 on 2 ranks): a stream whose readers hold shards of
+/// different sizes, rank 0's workers 8, 8 and 8 samples, rank 1's 4, 10 and 10 (ids 0..47, each once).
+/// Rank 1's first worker runs out after one batch of 4, so from the fourth batch on the two ranks'
+/// stream positions differ: a resume must give each rank its own.
+class SkewedStream : public volt::data::IterableDataset {
+ public:
+  explicit SkewedStream(std::shared_ptr<const volt::data::TensorDataset> data) : data_(std::move(data)) {}
+  std::unique_ptr<volt::data::ExampleIterator> open(const volt::data::WorkerInfo& info) const override {
+    if (info.world_size != 2 || info.num_workers != 3 || data_->size() != 48) {
+      throw volt::ConfigError("--stream-skew needs --devices 2, --stream 3 and --samples 48");
+    }
+    static const int64_t kStart[2][4] = {{0, 8, 16, 24}, {24, 28, 38, 48}};
+    const int64_t* s = kStart[info.rank];
+    return std::make_unique<Reader>(data_, s[info.worker_id], s[info.worker_id + 1]);
+  }
+
+ private:
+  class Reader : public volt::data::ExampleIterator {
+   public:
+    Reader(std::shared_ptr<const volt::data::TensorDataset> data, int64_t begin, int64_t end)
+        : data_(std::move(data)), next_(begin), end_(end) {}
+    std::optional<volt::Batch> next() override {
+      if (next_ >= end_) return std::nullopt;
+      return data_->get(next_++);
+    }
+
+   private:
+    std::shared_ptr<const volt::data::TensorDataset> data_;
+    int64_t next_, end_;
+  };
+  std::shared_ptr<const volt::data::TensorDataset> data_;
 };
 
 /// The loader's data as a DataModule whose batch size the batch-size finder may change (--tune).
@@ -322,11 +356,15 @@ int main(int argc, char** argv) {
   auto stream_ids = std::make_shared<std::vector<int64_t>>();
   if (g_args.count("stream")) {
     auto with_ids = std::make_shared<volt::data::TensorDataset>(std::vector<at::Tensor>{x, y, at::arange(n, at::kLong)});
-    auto stream = std::make_shared<volt::data::ShardedDataset>(with_ids);
+    std::shared_ptr<volt::data::IterableDataset> stream = std::make_shared<volt::data::ShardedDataset>(with_ids);
     volt::data::DataLoaderOptions so;
     so.batch_size = batch;
     so.num_workers = arg_int("stream", 3);
-    loader = std::make_shared<volt::data::DataLoader>(stream, so);
+    if (g_args.count("stream-skew")) {
+      loader = std::make_shared<volt::data::DataLoader>(std::make_shared<SkewedStream>(with_ids), so);
+    } else {
+      loader = std::make_shared<volt::data::DataLoader>(stream, so);
+    }
     val_loader = std::make_shared<volt::data::DataLoader>(stream, so);
   }
 

@@ -853,6 +853,41 @@ TEST(DDPStrategy, AStreamOnTwoRanksOfThreeWorkersTrainsOnEverySampleExactlyOnce)
   EXPECT_EQ(a.params, b.params);
 }
 
+TEST(DDPStrategy, AStreamResumedMidEpochGivesEachRankItsOwnPosition) {
+  // Rank 1's first worker holds 4 samples, the others 8 or 10 (SkewedStream in dist_program.cpp): after
+  // 4 batches rank 0 has read 8, 4 and 4 examples of its workers and rank 1 4, 8 and 4. SIGTERM at step 4,
+  // then a resume: each rank must go on from its own position, so that the interrupted run and its resume
+  // train every rank on the samples the uninterrupted run did, in the same order, to the same weights.
+  const std::string full = out_prefix("stream_skew_full"), part = out_prefix("stream_skew_part"),
+                    resumed = out_prefix("stream_skew_resumed"), root = out_prefix("stream_skew_root");
+  const std::string common = "--strategy ddp --devices 2 --stream 3 --stream-skew 1 --samples 48 --batch 4 "
+                             "--steps -1 --epochs 1 ";
+  const Outcome f = run(train(full, common + "--root " + root + "_a"));
+  ASSERT_EQ(f.code, 0) << f.output;
+  const Outcome p = run(train(part, common + "--root " + root + "_b --interrupt-step 4"));
+  ASSERT_EQ(p.code, 0) << p.output;
+  const std::string ckpt = root + "_b/checkpoints/interrupted.ckpt";
+  ASSERT_TRUE(fs::exists(ckpt)) << p.output;
+  const Outcome r = run(train(resumed, common + "--root " + root + "_b --ckpt " + ckpt));
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (const char* rank : {".rank0", ".rank1"}) {
+    std::vector<int64_t> joined = stream_ids_of(read_result(part + rank));
+    EXPECT_GT(joined.size(), 0u) << rank;
+    EXPECT_LT(joined.size(), 24u) << rank << ": the interrupted run stopped mid-epoch";
+    const std::vector<int64_t> rest = stream_ids_of(read_result(resumed + rank));
+    joined.insert(joined.end(), rest.begin(), rest.end());
+    EXPECT_EQ(joined, stream_ids_of(read_result(full + rank))) << rank;
+  }
+  EXPECT_EQ(read_result(resumed + ".rank0").params, read_result(full + ".rank0").params);
+  EXPECT_EQ(read_result(resumed + ".rank1").params, read_result(full + ".rank0").params);
+  // One process cannot take over two ranks' positions: refused before any step, naming both counts.
+  const Outcome one = run(train(out_prefix("stream_skew_one"), "--strategy single_device --devices 1 --stream 3 "
+                                "--samples 48 --batch 4 --steps -1 --epochs 1 --root " + root + "_c --ckpt " + ckpt));
+  EXPECT_NE(one.code, 0) << one.output;
+  EXPECT_TRUE(volt::testing::contains(one.output, "stream positions of 2 ranks")) << one.output;
+  EXPECT_TRUE(volt::testing::contains(one.output, "this run has 1")) << one.output;
+}
+
 TEST(DDPStrategy, AStreamThatEndsEarlierOnOneRankEndsTheEpochOnEveryRank) {
   // 49 samples: rank 0's first worker holds 9, every other shard 8, so rank 0 has a 7th batch
   // (sample 48 alone) that rank 1 lacks. The ranks agree to stop after 6 batches, in training and in

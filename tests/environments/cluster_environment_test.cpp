@@ -53,13 +53,13 @@ TrainerOptions layout(const std::string& devices, int64_t num_nodes) {
   return o;
 }
 
-Plan plan(const TrainerOptions& o, const Vars& vars) {
+Plan env_plan(const TrainerOptions& o, const Vars& vars) {
   return AcceleratorConnector(o, Environ(vars), cpu_cores(4)).plan();
 }
 
-std::string plan_error(const TrainerOptions& o, const Vars& vars) {
+std::string env_plan_error(const TrainerOptions& o, const Vars& vars) {
   try {
-    plan(o, vars);
+    env_plan(o, vars);
   } catch (const volt::Error& e) {
     return e.what();
   }
@@ -87,7 +87,7 @@ TEST(MPIEnvironment, TwoRanksOnOneNodeAreBothOnNodeZero) {
   for (int64_t rank : {0, 1}) {
     Vars vars = open_mpi(rank, 1, 2);
     vars.erase("MASTER_ADDR");
-    const Plan p = plan(layout("2", 1), vars);
+    const Plan p = env_plan(layout("2", 1), vars);
     EXPECT_EQ(p.cluster_env, "mpi");
     EXPECT_EQ(p.global_rank, rank);
     EXPECT_EQ(p.local_rank, rank);
@@ -98,14 +98,14 @@ TEST(MPIEnvironment, TwoRanksOnOneNodeAreBothOnNodeZero) {
 
 TEST(MPIEnvironment, NodeRankIsGlobalRankOverLocalSizeOnSeveralNodes) {
   for (int64_t rank = 0; rank < 6; ++rank) {
-    const Plan p = plan(layout("2", 3), open_mpi(rank, 3, 2));
+    const Plan p = env_plan(layout("2", 3), open_mpi(rank, 3, 2));
     EXPECT_EQ(p.global_rank, rank);
     EXPECT_EQ(p.local_rank, rank % 2);
     EXPECT_EQ(p.node_rank, rank / 2) << "rank " << rank;
     EXPECT_EQ(p.main_address, "node0");
   }
   // MPICH / Intel MPI's variables give the same layout.
-  const Plan pmi = plan(layout("2", 2), {{"PMI_SIZE", "4"},
+  const Plan pmi = env_plan(layout("2", 2), {{"PMI_SIZE", "4"},
                                          {"PMI_RANK", "3"},
                                          {"MPI_LOCALRANKID", "1"},
                                          {"MPI_LOCALNRANKS", "2"},
@@ -118,17 +118,17 @@ TEST(MPIEnvironment, RoundRobinMappingIsRefusedNamingTheVariables) {
   // `mpirun --map-by node`: rank 1 is the first rank of the second node.
   Vars vars = open_mpi(1, 2, 2);
   vars["OMPI_COMM_WORLD_LOCAL_RANK"] = "0";
-  EXPECT_TRUE(mentions(plan_error(layout("2", 2), vars),
+  EXPECT_TRUE(mentions(env_plan_error(layout("2", 2), vars),
                        {"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_LOCAL_RANK=0", "--map-by slot"}));
   Vars bad_local = open_mpi(1, 1, 2);
   bad_local["OMPI_COMM_WORLD_LOCAL_RANK"] = "2";
   EXPECT_TRUE(
-      mentions(plan_error(layout("2", 1), bad_local), {"OMPI_COMM_WORLD_LOCAL_RANK=2", "below the local size"}));
+      mentions(env_plan_error(layout("2", 1), bad_local), {"OMPI_COMM_WORLD_LOCAL_RANK=2", "below the local size"}));
 }
 
 TEST(MPIEnvironment, RanksPerNodeMustBeTheDevicesPerNode) {
   // 4 ranks, 2 per node, but the Trainer thinks 4 devices on one node.
-  EXPECT_TRUE(mentions(plan_error(layout("4", 1), open_mpi(3, 2, 2)),
+  EXPECT_TRUE(mentions(env_plan_error(layout("4", 1), open_mpi(3, 2, 2)),
                        {"2 rank(s) on this node", "devices=4", "--npernode 4", "num_nodes=2"}));
 }
 
@@ -142,7 +142,7 @@ TEST(ClusterEnvironments, TorchrunInsideASlurmAllocationIsTorchelastic) {
                      {"SLURM_NNODES", "1"},  {"SLURM_NODELIST", "n1"},     {"TORCHELASTIC_RUN_ID", "r"},
                      {"RANK", "1"},          {"LOCAL_RANK", "1"},          {"WORLD_SIZE", "2"},
                      {"GROUP_RANK", "0"},    {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29511"}};
-  const Plan p = plan(layout("2", 1), vars);
+  const Plan p = env_plan(layout("2", 1), vars);
   EXPECT_EQ(p.cluster_env, "torchelastic");
   EXPECT_EQ(p.global_rank, 1);
   EXPECT_EQ(p.local_rank, 1);
@@ -161,7 +161,7 @@ TEST(ClusterEnvironments, TorchrunStaticRendezvousJoinsTheAgentsStore) {
                {"MASTER_PORT", "29500"},
                {"TORCHELASTIC_USE_AGENT_STORE", "True"},
                {"TORCHELASTIC_RESTART_COUNT", "2"}};
-  const Plan p = plan(layout("2", 1), vars);
+  const Plan p = env_plan(layout("2", 1), vars);
   EXPECT_TRUE(p.launcher_store);
   EXPECT_EQ(p.store_prefix, "/worker/attempt_2");  // PyTorch's env:// prefix for that attempt
   EXPECT_NE(p.describe().find("the launcher's store"), std::string::npos) << p.describe();
@@ -170,7 +170,7 @@ TEST(ClusterEnvironments, TorchrunStaticRendezvousJoinsTheAgentsStore) {
   EXPECT_EQ(strategy->cluster_environment().store_prefix(), "/worker/attempt_2");
   // A c10d rendezvous (--standalone, --rdzv_backend c10d): the workers open their own.
   vars["TORCHELASTIC_USE_AGENT_STORE"] = "False";
-  const Plan own = plan(layout("2", 1), vars);
+  const Plan own = env_plan(layout("2", 1), vars);
   EXPECT_FALSE(own.launcher_store);
   EXPECT_EQ(own.store_prefix, "");
 }
@@ -182,20 +182,20 @@ TEST(RegistryNames, StrategyAcceleratorAndPrecisionMatchInAnyCase) {
   o.accelerator = "CPU";
   o.strategy = "DDP";
   o.precision = "BF16-mixed";
-  const Plan p = plan(o, {});
+  const Plan p = env_plan(o, {});
   EXPECT_EQ(p.accelerator, "cpu");
   EXPECT_EQ(p.strategy, "ddp");
   EXPECT_EQ(p.precision, "bf16-mixed");
   o.strategy = "DDP_Spawn_Find_Unused_Parameters_True";
   o.precision = "32-TRUE";
-  const Plan spawn = plan(o, {});
+  const Plan spawn = env_plan(o, {});
   EXPECT_EQ(spawn.strategy, "ddp_spawn_find_unused_parameters_true");
   EXPECT_TRUE(spawn.find_unused_parameters);
   EXPECT_EQ(spawn.precision, "32-true");
   o.strategy = "Auto";
   o.accelerator = "AUTO";
   o.devices = "1";
-  EXPECT_EQ(plan(o, {}).strategy, "single_device");
+  EXPECT_EQ(env_plan(o, {}).strategy, "single_device");
   // The legacy spelling keeps its warning, naming what was given.
   std::vector<std::string> warnings;
   EXPECT_EQ(volt::precision::normalize_precision("BF16", &warnings), "bf16-mixed");
@@ -209,13 +209,13 @@ TEST(RegistryNames, StrategyAcceleratorAndPrecisionMatchInAnyCase) {
 TEST(RegistryNames, UnknownNamesAreReportedAsGivenWithTheKnownKeys) {
   TrainerOptions o = layout("2", 1);
   o.strategy = "DDPX";
-  EXPECT_TRUE(mentions(plan_error(o, {}), {"strategy='DDPX'", "ddp_spawn", "single_device"}));
+  EXPECT_TRUE(mentions(env_plan_error(o, {}), {"strategy='DDPX'", "ddp_spawn", "single_device"}));
   o.strategy = "ddp";
   o.accelerator = "CPUS";
-  EXPECT_TRUE(mentions(plan_error(o, {}), {"accelerator='CPUS'", "cpu", "cuda", "tpu"}));
+  EXPECT_TRUE(mentions(env_plan_error(o, {}), {"accelerator='CPUS'", "cpu", "cuda", "tpu"}));
   o.accelerator = "cpu";
   o.precision = "BF32-Mixed";
-  EXPECT_TRUE(mentions(plan_error(o, {}), {"precision='BF32-Mixed'", "bf16-mixed", "32-true"}));
+  EXPECT_TRUE(mentions(env_plan_error(o, {}), {"precision='BF32-Mixed'", "bf16-mixed", "32-true"}));
 }
 
 TEST(RegistryNames, RegistryTemplateMatchesKeysInAnyCase) {

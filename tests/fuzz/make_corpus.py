@@ -143,4 +143,29 @@ def token_file(width, ids):
 
 put("token_file", "uint16", b"\x03" + token_file(2, list(range(20))))
 put("token_file", "uint32_stride", b"\x21" + token_file(4, [70000 + i for i in range(12)]))
+
+
+# image: a mode byte (even: RGB, odd: L), then a JPEG or PNG file written by PIL (libjpeg-turbo, libpng).
+def image_file(fmt, mode, size, **save):
+    from PIL import Image
+    w, h = size
+    pixels = bytes((x * 37 + y * 11 + c * 90) % 256 for y in range(h) for x in range(w) for c in range(len(mode)))
+    if mode == "P":
+        img = Image.frombytes("L", size, bytes((x + y) % 4 for y in range(h) for x in range(w))).convert("P")
+        img.putpalette([0, 0, 0, 255, 0, 0, 0, 255, 0, 0, 0, 255] + [0] * (768 - 12))
+    else:
+        img = Image.frombytes(mode, size, pixels)
+    buf = io.BytesIO()
+    img.save(buf, fmt, **save)
+    return buf.getvalue()
+
+
+put("image", "png_rgb", b"\x00" + image_file("PNG", "RGB", (7, 5)))
+put("image", "png_gray_as_l", b"\x01" + image_file("PNG", "L", (6, 4)))
+put("image", "png_rgba", b"\x00" + image_file("PNG", "RGBA", (3, 3)))
+put("image", "png_palette_as_l", b"\x01" + image_file("PNG", "P", (5, 5)))
+put("image", "png_interlaced", b"\x00" + image_file("PNG", "RGB", (9, 9), interlace=1))
+put("image", "jpeg_rgb", b"\x00" + image_file("JPEG", "RGB", (16, 8), quality=75))
+put("image", "jpeg_gray_as_l", b"\x01" + image_file("JPEG", "L", (8, 8), quality=90))
+put("image", "jpeg_progressive", b"\x00" + image_file("JPEG", "RGB", (12, 10), quality=60, progressive=True))
 print("wrote the corpus under", CORPUS, file=sys.stderr)

@@ -3,12 +3,14 @@
 # and on every regression input, one ctest per target (label hostile). The libFuzzer build is CMakeLists.txt.
 if(TARGET volt_generator_web)
   set(fuzz_dir ${CMAKE_CURRENT_SOURCE_DIR}/fuzz)
-  set(volt_fuzz_targets cli checkpoint safetensors idx generator_options ui_api csv token_file)
+  set(volt_fuzz_targets cli checkpoint safetensors idx generator_options ui_api csv token_file image)
   set(fuzz_sources ${fuzz_dir}/replay_main.cpp ${fuzz_dir}/fuzz_support.cpp)
   foreach(name ${volt_fuzz_targets})
     list(APPEND fuzz_sources ${fuzz_dir}/${name}_fuzz.cpp)
   endforeach()
   add_executable(volt_fuzz_replay ${fuzz_sources})
+  # Each harness names its target in a kTarget of its own: compiled one by one, as libFuzzer builds them.
+  set_target_properties(volt_fuzz_replay PROPERTIES UNITY_BUILD OFF)
   target_link_libraries(volt_fuzz_replay PRIVATE volt::volt volt_generator_web volt_generator)
   target_include_directories(volt_fuzz_replay PRIVATE ${fuzz_dir})
   target_compile_options(volt_fuzz_replay PRIVATE -Wall -Wextra)

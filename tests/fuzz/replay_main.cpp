@@ -18,6 +18,7 @@ int volt_fuzz_csv(const uint8_t* data, size_t size);
 int volt_fuzz_token_file(const uint8_t* data, size_t size);
 int volt_fuzz_generator_options(const uint8_t* data, size_t size);
 int volt_fuzz_ui_api(const uint8_t* data, size_t size);
+int volt_fuzz_image(const uint8_t* data, size_t size);
 
 namespace {
 
@@ -35,6 +36,7 @@ constexpr Target kTargets[] = {
     {"token_file", volt_fuzz_token_file},
     {"generator_options", volt_fuzz_generator_options},
     {"ui_api", volt_fuzz_ui_api},
+    {"image", volt_fuzz_image},
 };
 
 }  // namespace

@@ -38,7 +38,7 @@ using volt::testing::ScratchDir;
 namespace tb = volt::testing::tb;
 namespace fs = std::filesystem;
 
-std::string error_of(const std::function<void()>& f) {
+std::string tb_error_of(const std::function<void()>& f) {
   try {
     f();
   } catch (const std::exception& e) {
@@ -160,22 +160,22 @@ TEST(TensorBoardFit, UnknownLoggerNameIsRefusedWithTheKnownNames) {
   ScratchDir dir;
   TrainerOptions o = quiet_options(dir.path());
   o.logger = "csv,wandb";
-  const std::string why = error_of([&] { Trainer trainer(o); });
+  const std::string why = tb_error_of([&] { Trainer trainer(o); });
   EXPECT_NE(why.find("logger='wandb' is not known"), std::string::npos) << why;
   EXPECT_NE(why.find("csv, tensorboard"), std::string::npos) << why;
   EXPECT_TRUE(volt::testing::files_under(dir.path()).empty());
   o.logger = "csv,,tensorboard";
-  EXPECT_NE(error_of([&] { Trainer trainer(o); }).find("empty name"), std::string::npos);
+  EXPECT_NE(tb_error_of([&] { Trainer trainer(o); }).find("empty name"), std::string::npos);
   o.logger = {"csv", "CSV"};
-  EXPECT_NE(error_of([&] { Trainer trainer(o); }).find("twice"), std::string::npos);
+  EXPECT_NE(tb_error_of([&] { Trainer trainer(o); }).find("twice"), std::string::npos);
   o.logger = "tensorboard";
   const std::string both =
-      error_of([&] { Trainer trainer(o, {}, {std::make_shared<volt::loggers::CSVLogger>(dir.path())}); });
+      tb_error_of([&] { Trainer trainer(o, {}, {std::make_shared<volt::loggers::CSVLogger>(dir.path())}); });
   EXPECT_NE(both.find("names loggers too"), std::string::npos) << both;
 }
 
 /// Records what it receives.
-class RecordingLogger : public volt::loggers::Logger {
+class TbRecordingLogger : public volt::loggers::Logger {
  public:
   std::string name() const override { return "recording"; }
   std::string version() override { return "version_0"; }
@@ -200,9 +200,9 @@ class RecordingLogger : public volt::loggers::Logger {
 
 TEST(TensorBoardFit, CustomLoggerRegisteredByNameTrains) {
   ScratchDir dir;
-  std::shared_ptr<RecordingLogger> made;
+  std::shared_ptr<TbRecordingLogger> made;
   volt::loggers::register_logger("recording", "keeps rows in memory", [&](const TrainerOptions&) {
-    made = std::make_shared<RecordingLogger>();
+    made = std::make_shared<TbRecordingLogger>();
     return made;
   });
   EXPECT_NE(volt::loggers::logger_registry().known_keys().find("recording"), std::string::npos);
@@ -261,7 +261,7 @@ TEST(TensorBoardFit, LoggerOptionSpellings) {
   std::ofstream(yaml) << "trainer:\n  logger: false\n";
   EXPECT_EQ(parsed({"--config", yaml}), volt::LoggerOption(false));
   std::ofstream(yaml) << "trainer:\n  logger: []\n";
-  EXPECT_NE(error_of([&] { parsed({"--config", yaml}); }).find("empty list"), std::string::npos);
+  EXPECT_NE(tb_error_of([&] { parsed({"--config", yaml}); }).find("empty list"), std::string::npos);
   // --print-config writes what parses back.
   volt::cli::Cli cli("prog");
   const char* argv[] = {"prog", "--trainer.logger=csv,tensorboard", "--print-config"};
@@ -283,11 +283,11 @@ class Painter : public BoringModule {
 TEST(TensorBoardFit, ModuleLogImageAndTextReachEveryLoggerAtTheGlobalStep) {
   ScratchDir dir;
   Painter model;
-  const std::string outside = error_of([&] { model.log_image("x", at::zeros({1, 2, 2})); });
+  const std::string outside = tb_error_of([&] { model.log_image("x", at::zeros({1, 2, 2})); });
   EXPECT_NE(outside.find("not attached to a Trainer"), std::string::npos) << outside;
-  EXPECT_NE(error_of([&] { model.log_text("x", "y"); }).find("not attached to a Trainer"), std::string::npos);
+  EXPECT_NE(tb_error_of([&] { model.log_text("x", "y"); }).find("not attached to a Trainer"), std::string::npos);
 
-  auto recording = std::make_shared<RecordingLogger>();
+  auto recording = std::make_shared<TbRecordingLogger>();
   auto board = std::make_shared<volt::loggers::TensorBoardLogger>(dir.path());
   TrainerOptions o = quiet_options(dir.path());
   o.logger = true;
@@ -303,13 +303,13 @@ TEST(TensorBoardFit, ModuleLogImageAndTextReachEveryLoggerAtTheGlobalStep) {
     }
   }
   EXPECT_EQ(seen, (std::vector<std::string>{"samples@1", "summary@4:epoch done"}));
-  EXPECT_NE(error_of([&] { model.log_text("x", "y"); }).find("not attached"), std::string::npos)
+  EXPECT_NE(tb_error_of([&] { model.log_text("x", "y"); }).find("not attached"), std::string::npos)
       << "detached after the stage";
 }
 
 TEST(TensorBoardFit, HistogramMonitorLogsWeightsAndGradientsEveryNSteps) {
   ScratchDir dir;
-  auto recording = std::make_shared<RecordingLogger>();
+  auto recording = std::make_shared<TbRecordingLogger>();
   auto board = std::make_shared<volt::loggers::TensorBoardLogger>(dir.path());
   TrainerOptions o = quiet_options(dir.path());
   o.logger = true;
@@ -336,7 +336,7 @@ TEST(TensorBoardFit, HistogramMonitorLogsWeightsAndGradientsEveryNSteps) {
   TrainerOptions none = quiet_options(dir.path());
   Trainer without(none, {std::make_shared<volt::callbacks::HistogramMonitor>(1)});
   BoringModule other;
-  const std::string why = error_of([&] { without.fit(other, random_loader(8, 4, 1)); });
+  const std::string why = tb_error_of([&] { without.fit(other, random_loader(8, 4, 1)); });
   EXPECT_NE(why.find("HistogramMonitor needs a logger"), std::string::npos) << why;
 }
 

@@ -338,7 +338,7 @@ TEST(SingleXla, AModuleWhoseOwnTensorsCannotBeMovedIsRefusedWithTheFix) {
 }
 
 /// BoringModule with Adam, whose state lives on the device.
-class AdamModule : public LossRecorder {
+class TpuAdamModule : public LossRecorder {
  public:
   volt::OptimizerConfig configure_optimizers() override {
     return std::make_shared<torch::optim::Adam>(parameters(), torch::optim::AdamOptions(1e-2));
@@ -352,7 +352,7 @@ TEST(SingleXla, CheckpointsAreWrittenFromTheCpuAndTrainingResumes) {
   o.max_steps = 6;
   o.max_epochs = -1;
   volt::seed_everything(3);
-  AdamModule model;
+  TpuAdamModule model;
   Trainer trainer(o);
   trainer.fit(model, random_loader(160, 16, 4));
   const std::string path = dir / "mid.ckpt";
@@ -366,7 +366,7 @@ TEST(SingleXla, CheckpointsAreWrittenFromTheCpuAndTrainingResumes) {
   TrainerOptions more = o;
   more.max_steps = 10;
   volt::seed_everything(3);
-  AdamModule resumed;
+  TpuAdamModule resumed;
   Trainer again(more);
   again.fit(resumed, random_loader(160, 16, 4), nullptr, path);
   EXPECT_EQ(again.global_step(), 10);

@@ -71,7 +71,7 @@ class SmallDeviceMlp : public Mlp {
   Failure failure_;
 };
 
-volt::TrainerOptions options(const std::string& root, int64_t max_epochs) {
+volt::TrainerOptions finder_options(const std::string& root, int64_t max_epochs) {
   volt::TrainerOptions o = volt::testing::quiet_options(root);
   o.max_epochs = max_epochs;
   return o;
@@ -90,7 +90,7 @@ TEST(LearningRateFinderCallback, SetsTheSuggestionAndTrainsMaxEpochsFromTheStart
   TensorDataModule data_with(set, 32);
   auto finder = std::make_shared<volt::callbacks::LearningRateFinder>(sweep);
   auto recorder = std::make_shared<Recorder>();
-  volt::Trainer trainer(options(dir.str(), 3), {recorder, finder});
+  volt::Trainer trainer(finder_options(dir.str(), 3), {recorder, finder});
   trainer.fit(with, data_with);
   ASSERT_TRUE(finder->optimal_lr().has_value());
   ASSERT_NE(finder->sweep(), nullptr);
@@ -109,7 +109,7 @@ TEST(LearningRateFinderCallback, SetsTheSuggestionAndTrainsMaxEpochsFromTheStart
   torch::manual_seed(3);
   Mlp then(16, 32, 4, 1e-3, /*dropout=*/0.2);
   TensorDataModule data_then(set, 32);
-  volt::Trainer plain(options(dir.str(), 3));
+  volt::Trainer plain(finder_options(dir.str(), 3));
   volt::tuner::LRFindOptions f;
   f.num_training = 20;
   f.early_stop_threshold = std::nullopt;
@@ -129,7 +129,7 @@ TEST(LearningRateFinderCallback, WithoutUpdateAttrStillTrainsAtTheSuggestionAndK
   sweep.num_training_steps = 30;
   auto finder = std::make_shared<volt::callbacks::LearningRateFinder>(sweep, /*update_attr=*/false);
   auto recorder = std::make_shared<Recorder>();
-  volt::Trainer trainer(options(dir.str(), 2), {finder, recorder});
+  volt::Trainer trainer(finder_options(dir.str(), 2), {finder, recorder});
   trainer.fit(model, data);
   ASSERT_TRUE(finder->optimal_lr().has_value());
   EXPECT_EQ(model.hparams().at("lr"), hex(1e-3));
@@ -142,7 +142,7 @@ TEST(LearningRateFinderCallback, RefusesAModuleWithoutALearningRateHyperparamete
   TempDir dir("volt_lr_callback_refuse");
   volt::testing::BoringModule model;
   auto finder = std::make_shared<volt::callbacks::LearningRateFinder>();
-  volt::Trainer trainer(options(dir.str(), 1), {finder});
+  volt::Trainer trainer(finder_options(dir.str(), 1), {finder});
   try {
     trainer.fit(model, volt::testing::random_loader(64, 32, 1));
     ADD_FAILURE() << "fit accepted a module without an lr hyperparameter";
@@ -161,7 +161,7 @@ TEST(FinderCallbacks, RefuseLaunchersThatWouldStartTheRanksAgainAndACheckpointTo
     SCOPED_TRACE(finder->state_key());
     for (const std::string strategy : {"ddp", "ddp_spawn"}) {
       SCOPED_TRACE(strategy);
-      volt::TrainerOptions o = options(dir.str(), 1);
+      volt::TrainerOptions o = finder_options(dir.str(), 1);
       o.strategy = strategy;
       o.devices = "2";
       o.allow_cpu_oversubscription = true;
@@ -177,7 +177,7 @@ TEST(FinderCallbacks, RefuseLaunchersThatWouldStartTheRanksAgainAndACheckpointTo
       }
       EXPECT_EQ(trainer.global_step(), 0);
     }
-    volt::Trainer trainer(options(dir.str(), 1), {finder});
+    volt::Trainer trainer(finder_options(dir.str(), 1), {finder});
     Mlp model(16, 32, 4, 1e-3);
     const auto before = volt::testing::weights(model);
     TensorDataModule data(set, 32);
@@ -207,7 +207,7 @@ TEST(BatchSizeFinderCallback, SetsTheLargestSizeThatFitsAndTrainsMaxEpochsFromTh
     TensorDataModule data_with(set, 8);
     auto finder = std::make_shared<volt::callbacks::BatchSizeFinder>(o);
     auto recorder = std::make_shared<Recorder>();
-    volt::Trainer trainer(options(dir.str(), 2), {recorder, finder});
+    volt::Trainer trainer(finder_options(dir.str(), 2), {recorder, finder});
     trainer.fit(with, data_with);
     EXPECT_EQ(finder->optimal_batch_size(), expected);
     EXPECT_EQ(data_with.batch_size(), expected);
@@ -219,7 +219,7 @@ TEST(BatchSizeFinderCallback, SetsTheLargestSizeThatFitsAndTrainsMaxEpochsFromTh
     torch::manual_seed(5);
     SmallDeviceMlp then(40, Failure::kCudaOom);
     TensorDataModule data_then(set, 8);
-    volt::Trainer plain(options(dir.str(), 2));
+    volt::Trainer plain(finder_options(dir.str(), 2));
     volt::tuner::ScaleBatchSizeOptions s;
     s.mode = mode;
     s.steps_per_trial = 2;
@@ -235,7 +235,7 @@ TEST(BatchSizeFinderCallback, RefusesAFitGivenLoadersAndPassesOtherErrorsOnLeavi
   const auto set = volt::testing::blobs(512, 16, 4, 7);
   {
     SmallDeviceMlp model(40, Failure::kCudaOom);
-    volt::Trainer trainer(options(dir.str(), 1), {std::make_shared<volt::callbacks::BatchSizeFinder>()});
+    volt::Trainer trainer(finder_options(dir.str(), 1), {std::make_shared<volt::callbacks::BatchSizeFinder>()});
     EXPECT_THROW(trainer.fit(model, TensorDataModule(set, 8).train_dataloader()), volt::ConfigError);
   }
   SmallDeviceMlp model(40, Failure::kStdError);
@@ -243,7 +243,7 @@ TEST(BatchSizeFinderCallback, RefusesAFitGivenLoadersAndPassesOtherErrorsOnLeavi
   TensorDataModule data(set, 8);
   volt::callbacks::BatchSizeFinderOptions o;
   o.memory_budget_bytes = int64_t{1} << 40;
-  volt::Trainer trainer(options(dir.str(), 1), {std::make_shared<volt::callbacks::BatchSizeFinder>(o)});
+  volt::Trainer trainer(finder_options(dir.str(), 1), {std::make_shared<volt::callbacks::BatchSizeFinder>(o)});
   try {
     trainer.fit(model, data);
     ADD_FAILURE() << "the model's error was swallowed";
@@ -261,12 +261,12 @@ TEST(OutOfMemory, LibTorchsOutOfMemoryErrorLeavesAFitAsVoltsOutOfMemoryError) {
   for (const Failure failure : {Failure::kCudaOom, Failure::kOomTypeOnly}) {
     SmallDeviceMlp model(40, failure);
     TensorDataModule data(set, 64);
-    volt::Trainer trainer(options(dir.str(), 1));
+    volt::Trainer trainer(finder_options(dir.str(), 1));
     EXPECT_THROW(trainer.fit(model, data), volt::OutOfMemoryError);
   }
   SmallDeviceMlp model(40, Failure::kOtherLibTorchError);
   TensorDataModule data(set, 64);
-  volt::Trainer trainer(options(dir.str(), 1));
+  volt::Trainer trainer(finder_options(dir.str(), 1));
   try {
     trainer.fit(model, data);
     ADD_FAILURE() << "no error";
@@ -292,7 +292,7 @@ TEST_F(ScaleBatchSizeOom, PowerAndBinsearchFindTheLargestSizeBeforeTheOutOfMemor
       const auto before = volt::testing::weights(model);
       const at::Tensor rng = at::detail::getDefaultCPUGenerator().get_state();
       TensorDataModule data(set_, 8);
-      volt::Trainer trainer(options(dir_.str(), 1));
+      volt::Trainer trainer(finder_options(dir_.str(), 1));
       volt::tuner::ScaleBatchSizeOptions o;
       o.mode = mode;
       o.memory_budget_bytes = int64_t{1} << 40;
@@ -314,7 +314,7 @@ TEST_F(ScaleBatchSizeOom, AnErrorThatIsNotOutOfMemoryIsNotSwallowed) {
     SmallDeviceMlp model(40, failure);
     const auto before = volt::testing::weights(model);
     TensorDataModule data(set_, 8);
-    volt::Trainer trainer(options(dir_.str(), 1));
+    volt::Trainer trainer(finder_options(dir_.str(), 1));
     volt::tuner::ScaleBatchSizeOptions o;
     o.memory_budget_bytes = int64_t{1} << 40;
     try {

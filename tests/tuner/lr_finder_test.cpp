@@ -179,7 +179,7 @@ TEST(LearningRateFinder, RefusesOptionsOutsideTheirRangeNamingThem) {
   EXPECT_THROW(volt::callbacks::parse_lr_finder_mode("cubic"), volt::ConfigError);
 }
 
-volt::TrainerOptions options(const std::string& root) {
+volt::TrainerOptions lr_options(const std::string& root) {
   return volt::testing::quiet_options(root);  // one epoch
 }
 
@@ -188,7 +188,7 @@ TEST(Tuner, LrFindStopsEarlyWhenTheLossDiverges) {
   torch::manual_seed(1);
   Mlp model(16, 32, 4, 1e-3);
   TensorDataModule data(volt::testing::blobs(2048, 16, 4, 3), 32);
-  volt::Trainer trainer(options(dir.str()));
+  volt::Trainer trainer(lr_options(dir.str()));
   volt::tuner::LRFindOptions o;
   o.min_lr = 1e-4;
   o.max_lr = 1e4;  // Adam far past any sensible rate: the loss blows up
@@ -242,7 +242,7 @@ TEST(Tuner, LrFindPutsWeightsOptimizerRandomGeneratorAndTrainerBackBitwise) {
   torch::manual_seed(2);
   Mlp model(16, 32, 4, 1e-3, /*dropout=*/0.2, /*keep_optimizer=*/true);
   TensorDataModule data(volt::testing::blobs(1024, 16, 4, 4), 32);
-  volt::TrainerOptions o = options(dir.str());
+  volt::TrainerOptions o = lr_options(dir.str());
   o.max_steps = 5;
   volt::Trainer trainer(o);
   trainer.fit(model, data);  // the module's own Adam now has state
@@ -277,7 +277,7 @@ TEST(Tuner, AFitAfterLrFindEqualsAFitWithoutItAtTheSameRate) {
     torch::manual_seed(3);
     Mlp model(16, 32, 4, 1e-3, /*dropout=*/0.3);
     TensorDataModule data(data_set, 32);
-    volt::TrainerOptions o = options(dir.str());
+    volt::TrainerOptions o = lr_options(dir.str());
     o.max_steps = 25;
     volt::Trainer trainer(o);
     if (find_first) {
@@ -302,7 +302,7 @@ TEST(Tuner, UpdateAttrWritesTheSuggestionIntoTheLrHyperparameter) {
   torch::manual_seed(4);
   Mlp model(16, 32, 4, 1e-3);
   TensorDataModule data(volt::testing::blobs(1024, 16, 4, 6), 32);
-  volt::Trainer trainer(options(dir.str()));
+  volt::Trainer trainer(lr_options(dir.str()));
   volt::tuner::LRFindOptions f;
   f.num_training = 40;
   f.update_attr = true;
@@ -341,7 +341,7 @@ TEST(Tuner, LrFindRefusesModulesWithSeveralOptimizersAndPutsTheModuleBack) {
   TwoOptimizers model;
   const auto weights = volt::testing::weights(model);
   TensorDataModule data(volt::testing::blobs(256, 16, 4, 7), 32);
-  volt::Trainer trainer(options(dir.str()));
+  volt::Trainer trainer(lr_options(dir.str()));
   try {
     volt::Tuner(trainer).lr_find(model, data);
     ADD_FAILURE() << "expected a ConfigError";
@@ -355,7 +355,7 @@ TEST(Tuner, RefusesLaunchersThatWouldStartTheRanksAgainBeforeAnyStep) {
   TempDir dir("volt_lr_launchers");
   for (const std::string strategy : {"ddp", "ddp_spawn"}) {
     SCOPED_TRACE(strategy);
-    volt::TrainerOptions o = options(dir.str());
+    volt::TrainerOptions o = lr_options(dir.str());
     o.strategy = strategy;
     o.devices = "2";
     o.allow_cpu_oversubscription = true;
@@ -406,7 +406,7 @@ TEST(LRFinderResult, SavePlotWritesAnSvgAndAPngWithTheSuggestionMarked) {
 
 TEST(TunerCli, TunerLrFindTrueSetsTheLearningRateBeforeFit) {
   TempDir dir("volt_lr_cli");
-  volt::cli::Cli cli("prog", "", options(dir.str()));
+  volt::cli::Cli cli("prog", "", lr_options(dir.str()));
   const char* argv[] = {"prog",
                         "--tuner.lr_find",
                         "true",
@@ -481,7 +481,7 @@ TEST(TunerSlow, LrFindOnFashionMnistSuggestsARateThatTrainsAsWellAsAHandPickedOn
     torch::manual_seed(11);
     Mlp model(784, 128, 10, lr);
     volt::data::MnistDataModule data({});
-    volt::TrainerOptions o = options(dir.str());
+    volt::TrainerOptions o = lr_options(dir.str());
     o.limit_val_batches = volt::BatchLimit::count(0);
     volt::Trainer trainer(o);
     if (found != nullptr) {

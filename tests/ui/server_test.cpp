@@ -73,7 +73,7 @@ int connect_to(int port) {
   return fd;
 }
 
-std::string first_template() {
+std::string server_first_template() {
   return volt::generator::templates().at(0).at("id");
 }
 
@@ -100,7 +100,7 @@ TEST(UiServer, ListensOnLoopbackByDefault) {
 TEST(UiServer, RendersOverHttp) {
   RunningServer s;
   auto c = s.client();
-  const auto r = c.Post("/api/render", json{{"template", first_template()}}.dump(), "application/json");
+  const auto r = c.Post("/api/render", json{{"template", server_first_template()}}.dump(), "application/json");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
   EXPECT_FALSE(json::parse(r->body)["files"].empty());
@@ -240,7 +240,7 @@ TEST(UiServer, NeverWritesToDisk) {
   {
     RunningServer s;
     auto c = s.client();
-    const std::string options = json{{"template", first_template()}, {"name", "nodisk"}}.dump();
+    const std::string options = json{{"template", server_first_template()}, {"name", "nodisk"}}.dump();
     for (const char* path : {"/api/validate", "/api/render", "/api/zip", "/api/notebook"}) {
       const auto r = c.Post(path, options, "application/json");
       ASSERT_TRUE(r) << path;
@@ -297,7 +297,7 @@ TEST(UiServer, ThirtyTricklingClientsDoNotStopNormalUse) {
     const auto start = std::chrono::steady_clock::now();
     const auto r = i % 2 == 0
                        ? c.Get("/api/schema")
-                       : c.Post("/api/validate", json{{"template", first_template()}}.dump(), "application/json");
+                       : c.Post("/api/validate", json{{"template", server_first_template()}}.dump(), "application/json");
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     slowest_ms = std::max(slowest_ms, ms);
     ASSERT_TRUE(r) << "request " << i << " got no answer within 2 s: " << httplib::to_string(r.error());

@@ -29,6 +29,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
+using volt::in_quotes;
+
 constexpr const char* kPlotUsage =
     "usage: volt plot RUN_DIR... [--metrics a,b] [--out curves.png|curves.svg] [--title TEXT]\n"
     "                 [--width W] [--height H]\n"
@@ -45,10 +47,6 @@ constexpr const char* kPlotUsage =
 
 constexpr int64_t kMinSize = 200;
 constexpr int64_t kMaxSize = 10000;
-
-std::string in_quotes(const std::string& s) {
-  return "'" + volt::printable(s) + "'";
-}
 
 std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));

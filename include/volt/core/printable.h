@@ -89,4 +89,7 @@ inline std::string exact_number_text(double v) {
   return buf;
 }
 
+/// printable(text) in single quotes, as messages name a value that was given: 'x'.
+inline std::string in_quotes(std::string_view text) { return "'" + printable(text) + "'"; }
+
 }  // namespace volt

@@ -54,6 +54,12 @@ struct TrainerState {
   /// empty otherwise. Kept in checkpoints (volt.stream), so a resume continues at the next sample.
   std::vector<int64_t> stream_examples;
   int64_t stream_next_worker = 0;
+  /// Under ddp: every rank's stream position after batches_done batches, in rank order (each
+  /// rank's workers read their own shards, so the positions can differ), gathered with the
+  /// ranks' vote on each fetch; empty with one process or a loader with a length. A checkpoint
+  /// holds them all (volt.stream.ranks) and each rank resumes from its own.
+  std::vector<std::vector<int64_t>> stream_rank_examples;
+  std::vector<int64_t> stream_rank_next_worker;
   /// Batches per validation run (after limit_val_batches).
   int64_t num_val_batches = 0;
   /// Batches of the current evaluation/prediction run.

@@ -19,23 +19,18 @@ using Kind = PyValue::Kind;
 const std::string kStateDictPrefix = "state_dict.";
 const std::string kOptimizerPrefix = "optimizer_states.";
 
-PyValuePtr make(Kind k) {
-  auto v = std::make_shared<PyValue>();
-  v->kind = k;
-  return v;
-}
 PyValuePtr str(const std::string& s) {
-  auto v = make(Kind::kString);
+  auto v = make_value(Kind::kString);
   v->s = s;
   return v;
 }
 PyValuePtr integer(int64_t i) {
-  auto v = make(Kind::kInt);
+  auto v = make_value(Kind::kInt);
   v->i = i;
   return v;
 }
 PyValuePtr tensor(const at::Tensor& t) {
-  auto v = make(Kind::kTensor);
+  auto v = make_value(Kind::kTensor);
   v->tensor = t;
   return v;
 }
@@ -54,9 +49,9 @@ PyValuePtr from_json(const json& j) {
   switch (j.type()) {
     case json::value_t::null:
     case json::value_t::discarded:
-      return make(Kind::kNone);
+      return make_value(Kind::kNone);
     case json::value_t::boolean: {
-      auto v = make(Kind::kBool);
+      auto v = make_value(Kind::kBool);
       v->b = j.get<bool>();
       return v;
     }
@@ -65,14 +60,14 @@ PyValuePtr from_json(const json& j) {
     case json::value_t::number_unsigned: {
       const uint64_t u = j.get<uint64_t>();
       if (u > static_cast<uint64_t>(INT64_MAX)) {
-        auto v = make(Kind::kFloat);
+        auto v = make_value(Kind::kFloat);
         v->f = static_cast<double>(u);
         return v;
       }
       return integer(static_cast<int64_t>(u));
     }
     case json::value_t::number_float: {
-      auto v = make(Kind::kFloat);
+      auto v = make_value(Kind::kFloat);
       v->f = j.get<double>();
       return v;
     }
@@ -80,17 +75,17 @@ PyValuePtr from_json(const json& j) {
       return str(j.get<std::string>());
     case json::value_t::array:
     case json::value_t::binary: {
-      auto v = make(Kind::kList);
+      auto v = make_value(Kind::kList);
       for (const auto& item : j) v->items.push_back(from_json(item));
       return v;
     }
     case json::value_t::object: {
-      auto v = make(Kind::kDict);
+      auto v = make_value(Kind::kDict);
       for (const auto& [key, item] : j.items()) v->dict.emplace_back(str(key), from_json(item));
       return v;
     }
   }
-  return make(Kind::kNone);
+  return make_value(Kind::kNone);
 }
 
 /// The child of a dict under `key` (string or integer key), created as an empty dict when missing.
@@ -100,7 +95,7 @@ PyValuePtr child(PyValue& dict, const PyValuePtr& key) {
         ((k->kind == Kind::kString && k->s == key->s) || (k->kind == Kind::kInt && k->i == key->i)))
       return v;
   }
-  auto v = make(Kind::kDict);
+  auto v = make_value(Kind::kDict);
   dict.dict.emplace_back(key, v);
   return v;
 }
@@ -180,12 +175,12 @@ PyValuePtr checkpoint_to_tree(const Checkpoint& checkpoint) {
                             "': the layout keeps that key for tensors. Rename the entry.");
     }
   }
-  auto root = meta.is_object() ? from_json(meta) : make(Kind::kDict);
+  auto root = meta.is_object() ? from_json(meta) : make_value(Kind::kDict);
   if (auto opts = root->get("optimizer_states")) pytorch_optimizer_types(*opts);
   if (auto scheds = root->get("lr_schedulers")) pytorch_scheduler_types(*scheds);
-  auto state_dict = make(Kind::kDict);
+  auto state_dict = make_value(Kind::kDict);
   state_dict->b = true;  // an OrderedDict, as nn.Module.state_dict() returns
-  auto extra = make(Kind::kDict);
+  auto extra = make_value(Kind::kDict);
   for (const auto& [key, t] : checkpoint.tensors) {
     if (key.compare(0, kStateDictPrefix.size(), kStateDictPrefix) == 0) {
       state_dict->dict.emplace_back(str(key.substr(kStateDictPrefix.size())), tensor(t));
@@ -206,8 +201,8 @@ PyValuePtr checkpoint_to_tree(const Checkpoint& checkpoint) {
           v = tensor(t);
           continue;
         }
-        if (v->kind != Kind::kList) v = make(Kind::kList);
-        while (v->items.size() <= static_cast<size_t>(*item)) v->items.push_back(make(Kind::kNone));
+        if (v->kind != Kind::kList) v = make_value(Kind::kList);
+        while (v->items.size() <= static_cast<size_t>(*item)) v->items.push_back(make_value(Kind::kNone));
         v->items[static_cast<size_t>(*item)] = tensor(t);
       }
       continue;
@@ -226,7 +221,7 @@ PyValuePtr checkpoint_to_tree(const Checkpoint& checkpoint) {
   top.emplace_back(str("volt_format_version"), integer(kCheckpointFormatVersion));
   if (!extra->dict.empty()) top.emplace_back(str("volt_tensors"), extra);
   if (!checkpoint.blobs.empty()) {
-    auto blobs = make(Kind::kDict);
+    auto blobs = make_value(Kind::kDict);
     for (const auto& [key, bytes] : checkpoint.blobs) {
       at::Tensor b = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
       if (!bytes.empty()) std::memcpy(b.data_ptr(), bytes.data(), bytes.size());

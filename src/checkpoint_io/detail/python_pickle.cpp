@@ -60,11 +60,6 @@ namespace {
 
 using Kind = PyValue::Kind;
 
-PyValuePtr make(Kind k) {
-  auto v = std::make_shared<PyValue>();
-  v->kind = k;
-  return v;
-}
 
 /// The dtype a storage class names ("torch.FloatStorage"), or Undefined.
 at::ScalarType storage_dtype(const std::string& cls) {
@@ -109,20 +104,20 @@ class Reader {
           marks_.push_back(stack_.size());
           break;
         case '}':
-          push(make(Kind::kDict));
+          push(make_value(Kind::kDict));
           break;
         case ']':
-          push(make(Kind::kList));
+          push(make_value(Kind::kList));
           break;
         case ')':
-          push(make(Kind::kTuple));
+          push(make_value(Kind::kTuple));
           break;
         case 'N':
-          push(make(Kind::kNone));
+          push(make_value(Kind::kNone));
           break;
         case 0x88:
         case 0x89: {
-          auto v = make(Kind::kBool);
+          auto v = make_value(Kind::kBool);
           v->b = op == 0x88;
           push(v);
           break;
@@ -149,7 +144,7 @@ class Reader {
           const unsigned char* b = take(8);
           uint64_t bits = 0;
           for (int k = 0; k < 8; ++k) bits = (bits << 8) | b[k];
-          auto v = make(Kind::kFloat);
+          auto v = make_value(Kind::kFloat);
           std::memcpy(&v->f, &bits, 8);
           push(v);
           break;
@@ -209,27 +204,27 @@ class Reader {
         case 0x87: {  // TUPLE1..3
           const size_t count = op - 0x84;
           if (stack_.size() - floor() < count) fail("builds a tuple from fewer values than its stack holds");
-          auto t = make(Kind::kTuple);
+          auto t = make_value(Kind::kTuple);
           t->items.assign(stack_.end() - static_cast<std::ptrdiff_t>(count), stack_.end());
           stack_.resize(stack_.size() - count);
           push(t);
           break;
         }
         case 't': {
-          auto t = make(Kind::kTuple);
+          auto t = make_value(Kind::kTuple);
           t->items = pop_mark();
           push(t);
           break;
         }
         case 'l': {
-          auto t = make(Kind::kList);
+          auto t = make_value(Kind::kList);
           t->items = pop_mark();
           push(t);
           break;
         }
         case 'd': {
           auto items = pop_mark();
-          push(make(Kind::kDict));
+          push(make_value(Kind::kDict));
           set_items(stack_.back(), items);
           break;
         }
@@ -313,13 +308,13 @@ class Reader {
     stack_.push_back(std::move(v));
   }
   void push_int(int64_t x) {
-    auto v = make(Kind::kInt);
+    auto v = make_value(Kind::kInt);
     v->i = x;
     push(v);
   }
   void push_text(Kind k, uint64_t len) {
     if (len > n_ - i_) fail("declares " + std::to_string(len) + " bytes but " + std::to_string(n_ - i_) + " follow");
-    auto v = make(k);
+    auto v = make_value(k);
     v->s.assign(reinterpret_cast<const char*>(take(static_cast<size_t>(len))), static_cast<size_t>(len));
     push(v);
   }
@@ -351,7 +346,7 @@ class Reader {
     push(it->second);
   }
   void push_global(const std::string& qualified) {
-    auto v = make(Kind::kObject);
+    auto v = make_value(Kind::kObject);
     v->s = qualified;
     v->b = true;  // a class or function itself, not yet called
     push(v);
@@ -406,7 +401,7 @@ class Reader {
     }
     auto it = storages_.find(key);
     if (it != storages_.end()) return it->second;
-    auto v = make(Kind::kTensor);
+    auto v = make_value(Kind::kTensor);
     if (record.owner && numel > 0 && reinterpret_cast<uintptr_t>(bytes) % 64 == 0) {
       // Into the (private, copy-on-write) mapping: the bytes were just read by the CRC check, not copied again.
       auto* keep = new std::shared_ptr<const void>(record.owner);
@@ -445,7 +440,7 @@ class Reader {
       fail("has a tensor whose shape, strides and offset reach past its storage of " + std::to_string(storage.numel()) +
            " elements");
     }
-    auto v = make(Kind::kTensor);
+    auto v = make_value(Kind::kTensor);
     v->tensor = storage.as_strided(size, stride, offset);
     return v;
   }
@@ -454,7 +449,7 @@ class Reader {
     const std::string fn = callable->kind == Kind::kObject ? callable->s : "";
     if (fn == "collections.OrderedDict" || fn == "builtins.dict") {
       if (!args->items.empty()) fail("builds a dict from arguments");
-      auto d = make(Kind::kDict);
+      auto d = make_value(Kind::kDict);
       d->b = fn == "collections.OrderedDict";
       return d;
     }
@@ -467,7 +462,7 @@ class Reader {
     // LibTorch's pickler tags typed containers and wraps lists: the value is the first argument.
     if (fn.rfind("torch.jit._pickle.", 0) == 0 && !args->items.empty()) return args->items[0];
     // Anything else is kept by name, never run.
-    auto v = make(Kind::kObject);
+    auto v = make_value(Kind::kObject);
     v->s = fn.empty() ? "<call of " + kind_name(*callable) + ">" : fn;
     v->items = args->items;
     return v;

@@ -48,6 +48,13 @@ struct StorageBytes {
 /// Returns the bytes of the archive's record "data/<key>" (the storage a persistent id names), or throws.
 using StorageLoader = std::function<StorageBytes(const std::string& key)>;
 
+/// A new value of that kind, empty.
+inline PyValuePtr make_value(PyValue::Kind k) {
+  auto v = std::make_shared<PyValue>();
+  v->kind = k;
+  return v;
+}
+
 /// Parses `size` bytes of a data.pkl. Throws CheckpointError "<name> is damaged: its data.pkl ..." (or "uses
 /// ...") naming the byte and what is wrong: unknown opcodes, a stack or memo the pickle misuses, a storage
 /// whose record is smaller than its elements, a tensor that reaches past its storage.

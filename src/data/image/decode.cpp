@@ -19,6 +19,7 @@
 
 #include "volt/core/error.h"
 #include "volt/core/file_check.h"
+#include "data/image/detail/jpeg_error.h"
 
 namespace volt::data {
 namespace {
@@ -84,18 +85,7 @@ at::Tensor to_mode(Raw& raw, ImageMode mode) {
 }
 
 // ---- JPEG ----------------------------------------------------------------------------------
-// libjpeg's default error_exit calls exit(); this one jumps back to the decode call instead.
-struct JpegErrorManager {
-  jpeg_error_mgr pub;
-  std::jmp_buf jump;
-  char message[JMSG_LENGTH_MAX];
-};
-
-void jpeg_on_error(j_common_ptr cinfo) {
-  auto* err = reinterpret_cast<JpegErrorManager*>(cinfo->err);
-  (*cinfo->err->format_message)(cinfo, err->message);
-  std::longjmp(err->jump, 1);
-}
+using detail::JpegErrorManager;
 
 // libjpeg only warns when the data ends early and fills the rest with grey; PIL refuses such a
 // file ("image file is truncated") and so does Volt. Other warnings (extraneous bytes before a
@@ -116,7 +106,7 @@ JpegResult decode_jpeg_raw(const uint8_t* data, size_t size, Raw& raw, char* mes
   jpeg_decompress_struct cinfo;
   JpegErrorManager err;
   cinfo.err = jpeg_std_error(&err.pub);
-  err.pub.error_exit = jpeg_on_error;
+  err.pub.error_exit = detail::jpeg_error_exit;
   err.pub.emit_message = jpeg_on_message;
   err.message[0] = '\0';
   if (setjmp(err.jump)) {

@@ -16,6 +16,7 @@
 #include "volt/core/error.h"
 #include "volt/core/file_check.h"
 #include "volt/data/image/decode.h"
+#include "data/image/detail/jpeg_error.h"
 
 namespace volt::data {
 namespace {
@@ -103,16 +104,7 @@ bool encode_png(PngWriter& writer, const uint8_t* pixels, int h, int w, int c, s
   return true;
 }
 
-struct JpegErrorManager {
-  jpeg_error_mgr pub;
-  std::jmp_buf jump;
-  char message[JMSG_LENGTH_MAX];
-};
-void jpeg_write_error(j_common_ptr cinfo) {
-  auto* err = reinterpret_cast<JpegErrorManager*>(cinfo->err);
-  (*cinfo->err->format_message)(cinfo, err->message);
-  std::longjmp(err->jump, 1);
-}
+using detail::JpegErrorManager;
 
 // `buffer`/`size` are libjpeg's (malloc'ed by jpeg_mem_dest); the caller frees them.
 bool encode_jpeg(const uint8_t* pixels, int h, int w, int c, int quality, unsigned char** buffer, unsigned long* size,
@@ -120,7 +112,7 @@ bool encode_jpeg(const uint8_t* pixels, int h, int w, int c, int quality, unsign
   jpeg_compress_struct cinfo;
   JpegErrorManager err;
   cinfo.err = jpeg_std_error(&err.pub);
-  err.pub.error_exit = jpeg_write_error;
+  err.pub.error_exit = detail::jpeg_error_exit;
   if (setjmp(err.jump)) {
     std::memcpy(message, err.message, sizeof(err.message));
     jpeg_destroy_compress(&cinfo);

@@ -40,7 +40,6 @@ std::string join(const json& choices) {
   return out;
 }
 
-std::string show(const json& v) { return option_text(v); }
 
 std::string expected_kind(const json& spec) {
   const std::string type = spec["type"];
@@ -132,7 +131,7 @@ bool coerce(const json& spec, const json& given, json& out, std::string& why) {
       for (const auto& c : spec["choices"]) {
         if (c == out) return true;
       }
-      why = "'" + printable(show(out)) + "' is not one of: " + join(spec["choices"]);
+      why = "'" + printable(option_text(out)) + "' is not one of: " + join(spec["choices"]);
       return false;
     }
     return true;
@@ -369,7 +368,7 @@ Validation validate(const json& input) {
     if (value.is_null()) {
       // Not "the default": a form or file that sends null for a field has lost its value somewhere.
       v.errors.push_back({key, "expects " + expected_kind(*spec) + ", got null; leave the option out to get its " +
-                                   "default (" + show((*spec)["default"]) + ")"});
+                                   "default (" + option_text((*spec)["default"]) + ")"});
       continue;
     }
     json out;
@@ -398,7 +397,7 @@ Validation validate(const json& input) {
       return;
     }
     if (set(key)) {
-      v.errors.push_back({key, show(o[key]) + " is impossible with " + cause + ": " + why});
+      v.errors.push_back({key, option_text(o[key]) + " is impossible with " + cause + ": " + why});
     } else {
       o[key] = value;
       v.forced.push_back({key, "forced by " + cause + ": " + why});
@@ -554,7 +553,7 @@ std::string command_line(const json& options) {
     const json& value = v.options[key];
     const json defaults = template_defaults(v.options["template"]);
     if (value == defaults.value(key, spec["default"])) continue;
-    out += " " + spec["flag"].get<std::string>() + " " + shell_quote(show(value));
+    out += " " + spec["flag"].get<std::string>() + " " + shell_quote(option_text(value));
   }
   return out;
 }

@@ -34,7 +34,6 @@ json template_meta(const std::string& id) {
 
 namespace {
 
-std::string show(const json& v) { return option_text(v); }
 
 std::string cpp_identifier(const std::string& name) {
   std::string out = name;
@@ -103,7 +102,7 @@ void set_observability(mu::data& d, const json& o) {
 
 mu::data context(const json& o, const json& meta, const std::string& command) {
   mu::data d;
-  for (const auto& [key, value] : o.items()) d.set(key, show(value));
+  for (const auto& [key, value] : o.items()) d.set(key, option_text(value));
   const std::string dist = o["distributed"], backend = o["backend"];
   const bool xla = backend == "xla-tpu";
   const int64_t nnodes = o["nnodes"], nproc = o["nproc_per_node"];
@@ -159,7 +158,7 @@ mu::data context(const json& o, const json& meta, const std::string& command) {
   for (const auto& [key, value] : data_options.items()) {
     mu::data entry;
     entry.set("key", key);
-    entry.set("value", show(value));
+    entry.set("value", option_text(value));
     data_list.push_back(entry);
   }
   d.set("data", data_list);

@@ -36,10 +36,6 @@ constexpr int kLabelCap = kCapHeight * kLabelScale;  // digits and capitals
 constexpr double kLineWidth = 2.0;
 constexpr double kMarkerRadius = 4.0;
 
-std::string in_quotes(const std::string& s) {
-  return "'" + printable(s) + "'";
-}
-
 // Keeps the end of a label (a run's version folder says most) when it is wider than `max_px`.
 std::string fit(const std::string& s, int max_px, int scale) {
   const int max_chars = std::max(4, (max_px / scale + 1) / kGlyphAdvance);

@@ -25,10 +25,6 @@ namespace {
 // A training log of a few million rows is tens of MB; more is not a metrics.csv.
 constexpr std::size_t kMaxCsvBytes = std::size_t{1} << 30;
 
-std::string in_quotes(const std::string& s) {
-  return "'" + printable(s) + "'";
-}
-
 bool is_event_file(const fs::path& path) {
   return path.filename().string().rfind("events.out.tfevents.", 0) == 0;
 }
