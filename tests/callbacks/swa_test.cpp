@@ -26,6 +26,7 @@
 #include "volt/data/dataset.h"
 #include "volt/trainer/trainer.h"
 #include "support/oracle.h"
+#include "support/source_dir.h"
 
 namespace {
 
@@ -144,8 +145,7 @@ TEST_P(SwaAgainstLightning, FinalWeightsEqualLightningsBitForBit) {
   }
   const std::string path = oracle_pythonpath();
   ASSERT_FALSE(path.empty()) << "the oracle is here but could not be unpacked with " << oracle_setup();
-  const char* src = std::getenv("VOLT_SOURCE_DIR");
-  const std::string script = (fs::path(src) / "tests" / "callbacks" / "swa_lightning.py").string();
+  const std::string script = (volt::testing::source_dir() / "tests" / "callbacks" / "swa_lightning.py").string();
   const auto [ok, out] = shell("PYTHONPATH='" + path + "' PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 '" + script +
                                "' " + (batch_norm ? "1" : "0") + " 2>/dev/null");
   ASSERT_TRUE(ok) << "swa_lightning.py failed: " << out;

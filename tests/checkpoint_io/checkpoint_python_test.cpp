@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "volt/checkpoint_io/torch_checkpoint_io.h"
+#include "support/source_dir.h"
 
 namespace {
 
@@ -64,10 +65,7 @@ TEST(TorchCheckpointIOPython, WeightsOnlyTorchLoadReadsVoltsLightningLayoutAndVo
   volt::checkpoint_io::TorchCheckpointIO io;
   io.save_checkpoint(c, (dir / "volt.ckpt").string());
   std::ofstream(dir / "check.py") << kCkptScript;
-  const char* src = std::getenv("VOLT_SOURCE_DIR");
-  const fs::path check_dir =
-      (src && *src ? fs::path(src) : fs::path(__FILE__).parent_path().parent_path().parent_path()) / "tests" /
-      "checkpoint_io";
+  const fs::path check_dir = volt::testing::source_dir() / "tests" / "checkpoint_io";
   const std::string cmd = "VOLT_CHECK_DIR='" + check_dir.string() + "' " + std::string(kCkptPython) + " " +
                           (dir / "check.py").string() + " " + (dir / "volt.ckpt").string() + " " +
                           (dir / "python.ckpt").string();

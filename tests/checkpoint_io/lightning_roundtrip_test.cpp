@@ -30,6 +30,7 @@
 #include "volt/data/dataset.h"
 #include "volt/trainer/trainer.h"
 #include "support/oracle.h"
+#include "support/source_dir.h"
 
 namespace {
 
@@ -39,8 +40,7 @@ using volt::testing::ScratchDir;
 const char* kRoundTripPython = "/usr/bin/python3";
 
 fs::path source_dir() {
-  const char* src = std::getenv("VOLT_SOURCE_DIR");
-  return src != nullptr && *src ? fs::path(src) : fs::path(__FILE__).parent_path().parent_path().parent_path();
+  return volt::testing::source_dir();
 }
 
 bool roundtrip_python_has_torch() {

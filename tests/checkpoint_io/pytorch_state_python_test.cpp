@@ -35,6 +35,7 @@
 #include "volt/checkpoint_io/optimizer_state.h"
 #include "volt/checkpoint_io/torch_checkpoint_io.h"
 #include "volt/core/lr_scheduler.h"
+#include "support/source_dir.h"
 
 namespace {
 
@@ -81,9 +82,7 @@ print("ok", len(d["names"]))
 )";
 
 fs::path check_dir() {
-  const char* src = std::getenv("VOLT_SOURCE_DIR");
-  return (src && *src ? fs::path(src) : fs::path(__FILE__).parent_path().parent_path().parent_path()) / "tests" /
-         "checkpoint_io";
+  return volt::testing::source_dir() / "tests" / "checkpoint_io";
 }
 
 int run_script(const TempDir& dir, const char* script, const std::string& file) {

@@ -30,6 +30,7 @@
 #include "volt/checkpoint_io/safetensors.h"
 #include "volt/core/error.h"
 #include "volt/core/printable.h"
+#include "support/source_dir.h"
 
 namespace {
 
@@ -480,9 +481,7 @@ std::string python_skip_reason() {
 }
 
 std::string check_script() {
-  const char* source_dir = std::getenv("VOLT_SOURCE_DIR");
-  const fs::path dir =
-      (source_dir && *source_dir) ? fs::path(source_dir) / "tests" / "checkpoint_io" : fs::path(__FILE__).parent_path();
+  const fs::path dir = volt::testing::source_dir() / "tests" / "checkpoint_io";
   return (dir / "safetensors_check.py").string();
 }
 

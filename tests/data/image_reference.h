@@ -12,15 +12,12 @@
 #include <iterator>
 #include <string>
 #include <vector>
+#include "support/source_dir.h"
 
 namespace volt::testing {
 
 inline std::filesystem::path image_reference_script() {
-  const char* src = std::getenv("VOLT_SOURCE_DIR");
-  const std::filesystem::path root = src != nullptr && *src != '\0'
-                                         ? std::filesystem::path(src)
-                                         : std::filesystem::path(__FILE__).parent_path().parent_path().parent_path();
-  return root / "tests" / "data" / "image_reference.py";
+  return volt::testing::source_dir() / "tests" / "data" / "image_reference.py";
 }
 
 /// Empty when /usr/bin/python3 imports `modules` (e.g. "PIL" or "PIL, torchvision"); else why not.

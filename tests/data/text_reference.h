@@ -8,15 +8,12 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
+#include "support/source_dir.h"
 
 namespace volt::testing {
 
 inline std::filesystem::path text_reference_script() {
-  const char* src = std::getenv("VOLT_SOURCE_DIR");
-  const std::filesystem::path root = src != nullptr && *src != '\0'
-                                         ? std::filesystem::path(src)
-                                         : std::filesystem::path(__FILE__).parent_path().parent_path().parent_path();
-  return root / "tests" / "data" / "text_reference.py";
+  return volt::testing::source_dir() / "tests" / "data" / "text_reference.py";
 }
 
 /// Empty when /usr/bin/python3 imports `module`; else why not, with the Debian package to install.

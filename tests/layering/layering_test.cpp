@@ -15,6 +15,7 @@
 #include <sstream>
 #include <string>
 #include <vector>
+#include "support/source_dir.h"
 
 namespace {
 
@@ -399,8 +400,7 @@ std::string join(const std::vector<std::string>& lines) {
 using Violations = std::vector<std::string>;
 
 TEST(Layering, SourceTreeFollowsArchitecture) {
-  const char* root = std::getenv("VOLT_SOURCE_DIR");
-  ASSERT_NE(root, nullptr) << "set VOLT_SOURCE_DIR to the repository root (ctest does)";
+  const std::string root = volt::testing::source_dir().string();
   const auto files = read_tree(root);
   ASSERT_GE(files.size(), 10u) << "found only " << files.size() << " files under " << root
                                << "/include/volt and " << root << "/src: is VOLT_SOURCE_DIR right?";
@@ -412,15 +412,13 @@ TEST(Layering, SourceTreeFollowsArchitecture) {
 }
 
 TEST(Layering, EveryUmbrellaHeaderIncludesItsWholeFolder) {
-  const char* root = std::getenv("VOLT_SOURCE_DIR");
-  ASSERT_NE(root, nullptr) << "set VOLT_SOURCE_DIR to the repository root (ctest does)";
+  const std::string root = volt::testing::source_dir().string();
   const auto problems = check_umbrellas(read_tree(root));
   EXPECT_TRUE(problems.empty()) << problems.size() << " incomplete umbrella header(s):\n" << join(problems);
 }
 
 TEST(Layering, ToolsBenchmarksAndExamplesIncludeOnlyPublicHeaders) {
-  const char* root = std::getenv("VOLT_SOURCE_DIR");
-  ASSERT_NE(root, nullptr) << "set VOLT_SOURCE_DIR to the repository root (ctest does)";
+  const std::string root = volt::testing::source_dir().string();
   const auto files = read_tree(root, {"tools", "bench", "examples"});
   ASSERT_GE(files.size(), 10u) << "found only " << files.size() << " files under tools, bench, examples";
   const auto problems = check_users(files);
@@ -658,8 +656,7 @@ std::vector<std::string> check_no_exit(const std::vector<SourceFile>& files) {
 }  // namespace
 
 TEST(Layering, NoLibraryFileEndsTheProcessButTheForkedChildAndTheBlockedRankZero) {
-  const char* root = std::getenv("VOLT_SOURCE_DIR");
-  ASSERT_NE(root, nullptr) << "set VOLT_SOURCE_DIR to the repository root (ctest does)";
+  const std::string root = volt::testing::source_dir().string();
   const auto files = read_tree(root);
   ASSERT_GE(files.size(), 10u);
   const auto calls = check_no_exit(files);
@@ -725,8 +722,7 @@ std::set<std::string> folders_of(const std::filesystem::path& dir, bool with_cpp
 }  // namespace
 
 TEST(Layering, TestFoldersMirrorTheConcernsOfSrc) {
-  const char* root = std::getenv("VOLT_SOURCE_DIR");
-  ASSERT_NE(root, nullptr) << "set VOLT_SOURCE_DIR to the repository root (ctest does)";
+  const std::string root = volt::testing::source_dir().string();
   const auto src = folders_of(std::filesystem::path(root) / "src", /*with_cpp_only=*/false);
   ASSERT_GE(src.size(), 10u) << "found only " << src.size() << " concerns under " << root << "/src";
   const auto problems = check_test_folders(src, folders_of(std::filesystem::path(root) / "tests", true));

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include "support/source_dir.h"
 
 namespace volt::testing::tb {
 
@@ -21,10 +22,7 @@ inline std::string shell_quote(const std::string& s) {
 }
 
 inline std::string check_script() {
-  const char* source_dir = std::getenv("VOLT_SOURCE_DIR");
-  const std::filesystem::path dir = (source_dir && *source_dir)
-                                        ? std::filesystem::path(source_dir) / "tests" / "loggers"
-                                        : std::filesystem::path(__FILE__).parent_path();
+  const std::filesystem::path dir = volt::testing::source_dir() / "tests" / "loggers";
   return (dir / "tensorboard_check.py").string();
 }
 

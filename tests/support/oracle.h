@@ -6,17 +6,14 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include "support/source_dir.h"
 
 namespace volt::testing {
 
 /// ../shared/oracle/setup.sh beside the source tree: VOLT_SOURCE_DIR (ctest sets it), else the tree this
 /// header is in.
 inline std::filesystem::path oracle_setup() {
-  const char* src = std::getenv("VOLT_SOURCE_DIR");
-  const std::filesystem::path root = src != nullptr && *src != '\0'
-                                         ? std::filesystem::path(src)
-                                         : std::filesystem::path(__FILE__).parent_path().parent_path().parent_path();
-  return root / ".." / "shared" / "oracle" / "setup.sh";
+  return source_dir() / ".." / "shared" / "oracle" / "setup.sh";
 }
 
 inline bool oracle_available() { return std::filesystem::exists(oracle_setup()); }

@@ -24,6 +24,7 @@
 #include "volt/core/trainer_flags.h"
 #include "volt/precision/precision.h"
 #include "volt/trainer/trainer.h"
+#include "support/source_dir.h"
 
 namespace {
 
@@ -261,9 +262,8 @@ TEST(TrainerFlagTable, NamesAreUniqueAndEachRowReadsAndWritesItsOwnField) {
 }
 
 TEST(TrainerFlagTable, ReadmeTableEqualsTheGeneratedOne) {
-  const char* source_dir = std::getenv("VOLT_SOURCE_DIR");
-  ASSERT_NE(source_dir, nullptr) << "run through ctest, which sets VOLT_SOURCE_DIR";
-  std::ifstream in(std::string(source_dir) + "/README.md");
+  const std::string source_dir = volt::testing::source_dir().string();
+  std::ifstream in(source_dir + "/README.md");
   ASSERT_TRUE(in) << source_dir << "/README.md";
   std::string table;
   int markers = 0;

@@ -23,6 +23,7 @@
 #include "volt/data/mnist_datamodule.h"
 #include "volt/trainer/trainer.h"
 #include "volt/tuner/tuner.h"
+#include "support/source_dir.h"
 
 namespace {
 
@@ -95,8 +96,7 @@ TEST(LRFinderMath, MatchesLightningBitForBitOnRecordedLossCurves) {
   }
   TempDir dir("volt_lr_oracle");
   std::ofstream(dir.file("cases.json")) << json.dump();
-  const char* src = std::getenv("VOLT_SOURCE_DIR");
-  ASSERT_NE(src, nullptr);
+  const std::string src = volt::testing::source_dir().string();
   const std::string cmd = "PYTHONPATH='" + path + "' " + volt::testing::kPython + " " + src +
                           "/tests/tuner/lr_finder_oracle.py " + dir.file("cases.json") + " > " + dir.file("out.json") +
                           " 2> " + dir.file("err.txt");
