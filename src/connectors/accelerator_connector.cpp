@@ -318,6 +318,21 @@ AcceleratorConnector::AcceleratorConnector(const TrainerOptions& options, const 
                          " CPU core(s): the ranks will compete for cores and run slower than fewer would.");
   }
   p.ddp = ddp_options(options, type, spec);
+  p.fsdp.sharding_strategy = strategies::parse_sharding_strategy(options.fsdp_sharding_strategy);
+  strategies::check_auto_wrap_policy(options.fsdp_auto_wrap_policy);
+  p.fsdp.auto_wrap_policy = options.fsdp_auto_wrap_policy;
+  if (options.fsdp_state_dict_type != "full" && options.fsdp_state_dict_type != "sharded") {
+    throw ConfigError("fsdp.state_dict_type='" + options.fsdp_state_dict_type +
+                      "' is not known. Use full (one checkpoint file in the ordinary layout) or sharded (a folder "
+                      "with one file per rank).");
+  }
+  p.fsdp.state_dict_type = options.fsdp_state_dict_type;
+  p.fsdp.limit_all_gathers = options.fsdp_limit_all_gathers;
+  if (spec.name == "fsdp" && p.world_size < 2) {
+    throw ConfigError("strategy='fsdp' shards the model over several processes, but devices=" +
+                      std::to_string(p.num_devices) + " and num_nodes=" + std::to_string(p.num_nodes) +
+                      " make one. Use devices=2 or more (or num_nodes), or strategy=\"single_device\" for one process.");
+  }
   if (!options.ddp_comm_hook.empty() && p.strategy.rfind("ddp", 0) != 0) {
     // Lightning takes a hook only in DDPStrategy's constructor; a flag given to another strategy would be ignored.
     p.warnings.push_back("ddp.comm_hook='" + options.ddp_comm_hook + "' has no effect: the strategy is " + p.strategy +
@@ -462,7 +477,8 @@ std::shared_ptr<strategies::Strategy> AcceleratorConnector::create_strategy() co
   }
   const auto devices = accelerator_->get_parallel_devices(p.device_ids);
   const size_t root = spec_.one_process_per_node ? 0 : static_cast<size_t>(p.local_rank);
-  strategies::StrategyParts parts{spec_, accelerator_, precision, environment, io, devices, devices.at(root), p.ddp};
+  strategies::StrategyParts parts{spec_, accelerator_, precision, environment, io, devices, devices.at(root), p.ddp,
+                                  p.fsdp};
   if (object != nullptr) {
     plugins_.strategy->connect(parts);
     strategy_connected_ = true;

@@ -416,6 +416,15 @@ const std::vector<TrainerFlag>& trainer_flags() {
                       "PowerSGD: start each power iteration from the previous step's Q"),
       VOLT_NAMED_FLAG("ddp.powersgd_orthogonalization_epsilon", ddp_powersgd_orthogonalization_epsilon, "0.0",
                       "PowerSGD: added to column norms when orthogonalizing"),
+      // strategy="fsdp" (checked by the accelerator connector)
+      VOLT_NAMED_FLAG("fsdp.sharding_strategy", fsdp_sharding_strategy, "FULL_SHARD",
+                      "what fsdp shards: FULL_SHARD, SHARD_GRAD_OP or NO_SHARD"),
+      VOLT_NAMED_FLAG("fsdp.auto_wrap_policy", fsdp_auto_wrap_policy, "",
+                      "fsdp units: empty (one), size:N (submodules of N+ parameters), class:A,B"),
+      VOLT_NAMED_FLAG("fsdp.state_dict_type", fsdp_state_dict_type, "full",
+                      "fsdp checkpoints: full (one file, rank 0) or sharded (a folder, a file per rank)"),
+      VOLT_NAMED_FLAG("fsdp.limit_all_gathers", fsdp_limit_all_gathers, "true",
+                      "at most two fsdp units' all-gathers in flight; false: every unit's at once"),
   };
   return flags;
 }

@@ -165,18 +165,9 @@ void DDPStrategy::collective_failed(const std::string& what, const std::exceptio
                          " (a peer rank died or did not reach the same call within the process-group timeout)");
 }
 
-void DDPStrategy::setup(Module& module) {
-  Strategy::setup(module);
+void DDPStrategy::broadcast_module_state(Module& module) {
   std::vector<at::Tensor> state;
-  std::vector<at::Tensor> params;
-  std::unordered_map<size_t, std::string> names;
-  for (const auto& item : module.named_parameters()) {
-    state.push_back(item.value());
-    if (item.value().requires_grad()) {
-      names[params.size()] = item.key();
-      params.push_back(item.value());
-    }
-  }
+  for (const auto& p : module.parameters()) state.push_back(p);
   for (const auto& b : module.buffers()) state.push_back(b);
   if (world_size_ > 1 && !state.empty()) {
     try {
@@ -186,6 +177,19 @@ void DDPStrategy::setup(Module& module) {
       throw DistributedError(who() + ": broadcasting the initial parameters from rank 0 failed: " + error_text(e));
     }
   }
+}
+
+void DDPStrategy::setup(Module& module) {
+  Strategy::setup(module);
+  std::vector<at::Tensor> params;
+  std::unordered_map<size_t, std::string> names;
+  for (const auto& item : module.named_parameters()) {
+    if (item.value().requires_grad()) {
+      names[params.size()] = item.key();
+      params.push_back(item.value());
+    }
+  }
+  broadcast_module_state(module);
   impl_->reducer.reset();
   if (params.empty()) return;
   const auto cap = static_cast<size_t>(options_.bucket_cap_mb * 1024 * 1024);

@@ -1,11 +1,13 @@
 #include "volt/strategies/strategy.h"
 
+#include <filesystem>
 #include <sstream>
 
 #include <torch/optim/optimizer.h>
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
+#include "volt/checkpoint_io/sharded_checkpoint.h"
 #include "volt/core/error.h"
 #include "volt/strategies/strategy_registry.h"
 
@@ -127,11 +129,20 @@ void Strategy::save_checkpoint(const Checkpoint& checkpoint, const std::string& 
 }
 
 Checkpoint Strategy::load_checkpoint(const std::string& path) {
+  // A sharded fsdp checkpoint (a folder of per-rank files) is joined into the ordinary layout.
+  if (checkpoint_io::is_sharded_checkpoint(path)) return checkpoint_io::load_sharded_checkpoint(*checkpoint_io_, path);
   return checkpoint_io_->load_checkpoint(path);
 }
 
 void Strategy::remove_checkpoint(const std::string& path) {
-  if (is_global_zero()) checkpoint_io_->remove_checkpoint(path);
+  if (!is_global_zero()) return;
+  if (checkpoint_io::is_sharded_checkpoint(path)) {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+    if (ec) throw CheckpointError("cannot remove sharded checkpoint '" + path + "': " + ec.message());
+    return;
+  }
+  checkpoint_io_->remove_checkpoint(path);
 }
 
 void Strategy::teardown() {

@@ -5,6 +5,7 @@
 #include "volt/core/error.h"
 #include "volt/strategies/ddp_strategy.h"
 #include "volt/strategies/dp_strategy.h"
+#include "volt/strategies/fsdp_strategy.h"
 #include "volt/strategies/single_device_strategy.h"
 #include "volt/strategies/single_xla_strategy.h"
 #include "volt/strategies/xla_strategy.h"
@@ -76,6 +77,15 @@ void register_builtin_strategies(StrategyRegistry& r) {
        false,
        false},
       make_ddp_strategy);
+  add({"fsdp",
+       "one process per device, parameters, gradients and optimizer state sharded over the ranks (ZeRO-3; "
+       "fsdp.sharding_strategy)",
+       L::kSubprocess,
+       {"cpu", "cuda"},
+       false,
+       false,
+       false},
+      make_fsdp_strategy);
   // DataParallel's scatter and gradient edges exist only in a CUDA LibTorch: elsewhere no
   // factory, and plans still show it.
 #ifdef VOLT_WITH_CUDA

@@ -56,6 +56,7 @@ class Trainer::Impl::LaunchedTrainerStage final : public strategies::launchers::
 };
 
 Trainer::Impl::StageResult Trainer::Impl::launch(Stage stage, Module& module, const StageBody& body) {
+  strategy_->check_module(module);
   strategies::launchers::Launcher* launcher = strategy_->launcher();
   if (launcher == nullptr) return body("");
   LaunchedTrainerStage launched(*this, stage, module, body);

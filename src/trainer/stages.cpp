@@ -148,6 +148,7 @@ void Trainer::Impl::configure_optimizers_once(Module& module) {
     state.batches_done = 0;
     state.batches_seen = 0;
   }
+  impl.strategy_->setup_optimizers(impl.optimizers_);
 }
 
 void Trainer::Impl::run_fit(Module& module, connectors::DataConnector& data, const std::string& ckpt_path,

@@ -682,7 +682,7 @@ TEST(Cli, UnknownConfigKeyNamesTheFileAndSuggestsTheNearest) {
             }),
             section +
                 ": unknown section 'modle'; did you mean 'model'? The sections are: "
-                "trainer, tuner, ddp, model, data.");
+                "trainer, tuner, ddp, fsdp, model, data.");
 }
 
 TEST(Cli, WrongTypeInAConfigFileNamesTheFileAndKey) {

@@ -26,7 +26,9 @@
 // the hook state a checkpoint holds). --stream W: train (and validate) on the data as a stream
 // (ShardedDataset, W loader workers, sample ids as a third tensor); each rank writes the ids it
 // trained on in the order it did (stream_ids) and how many (stream_samples); --stream-skew 1: the training
-// stream's shards differ in size between the ranks (SkewedStream).
+// stream's shards differ in size between the ranks (SkewedStream). --fsdp-sharding S, --wrap P and
+// --state-dict-type T: the fsdp.* flags (with --strategy fsdp); --optimizer sgd|adam|lbfgs; --clip V: gradient_clip_val (by norm); --oversubscribe 1:
+// allow_cpu_oversubscription (more ranks than cores).
 #include <signal.h>
 #include <unistd.h>
 
@@ -36,6 +38,8 @@
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/linear.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/lbfgs.h>
 #include <torch/optim/sgd.h>
 
 #include <chrono>
@@ -128,6 +132,13 @@ class TinyMLP : public volt::Module {
   }
   at::Tensor predict_step(volt::Batch& batch, volt::StepContext&) override { return fc2->forward(hidden(batch[0])); }
   volt::OptimizerConfig configure_optimizers() override {
+    const std::string name = arg("optimizer", "sgd");
+    if (name == "adam") {
+      return volt::OptimizerConfig(std::make_shared<torch::optim::Adam>(parameters(), torch::optim::AdamOptions(0.01)));
+    }
+    if (name == "lbfgs") {
+      return volt::OptimizerConfig(std::make_shared<torch::optim::LBFGS>(parameters(), torch::optim::LBFGSOptions(0.1)));
+    }
     return volt::OptimizerConfig(std::make_shared<torch::optim::SGD>(parameters(), torch::optim::SGDOptions(0.05)));
   }
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
@@ -390,6 +401,11 @@ int main(int argc, char** argv) {
   if (g_args.count("bucket-mb")) o.ddp_bucket_cap_mb = std::stod(arg("bucket-mb", "25"));
   o.max_time = arg("max-time", "");
   o.ddp_comm_hook = arg("comm-hook", "");
+  o.allow_cpu_oversubscription = arg_int("oversubscribe", 0) != 0;
+  o.fsdp_sharding_strategy = arg("fsdp-sharding", "FULL_SHARD");
+  o.fsdp_auto_wrap_policy = arg("wrap", "");
+  o.fsdp_state_dict_type = arg("state-dict-type", "full");
+  if (g_args.count("clip")) o.gradient_clip_val = std::stod(arg("clip", "0"));
   o.ddp_powersgd_matrix_approximation_rank = arg_int("psgd-rank", 1);
   o.ddp_powersgd_start_powerSGD_iter = arg_int("psgd-start", 1000);
   o.ddp_powersgd_min_compression_rate = std::stod(arg("psgd-min-rate", "2"));

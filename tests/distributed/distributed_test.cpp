@@ -905,3 +905,154 @@ TEST(DDPStrategy, AStreamThatEndsEarlierOnOneRankEndsTheEpochOnEveryRank) {
   EXPECT_EQ(a.params, b.params);
   EXPECT_TRUE(a.fields.count("metric val_loss")) << "validation ran to its agreed end";
 }
+
+// ---------------------------------------------------------------------------------------------
+// strategy="fsdp" (src/strategies/fsdp_strategy.cpp): the same training as ddp with parameters,
+// gradients and optimizer state sharded over the ranks.
+namespace {
+
+/// `strategy_flags` on `ranks` processes, batch 8 each, with `extra`: every rank's result.
+std::vector<Result> job(const std::string& name, const std::string& strategy_flags, int ranks,
+                        const std::string& extra) {
+  const std::string out = out_prefix(name);
+  const Outcome a = run(train(out, strategy_flags + " --devices " + std::to_string(ranks) + " --batch 8 " + extra +
+                                       (ranks > 2 ? " --oversubscribe 1" : "")));
+  EXPECT_EQ(a.code, 0) << a.output;
+  std::vector<Result> r;
+  for (int k = 0; k < ranks; ++k) r.push_back(read_result(out + ".rank" + std::to_string(k)));
+  return r;
+}
+
+/// Every rank of `r` ends with the same weights, within 1e-5 of `reference`'s.
+void expect_like(const std::vector<Result>& r, const Result& reference, double tolerance = 1e-5) {
+  ASSERT_FALSE(reference.params.empty());
+  for (size_t k = 0; k < r.size(); ++k) {
+    SCOPED_TRACE("rank " + std::to_string(k));
+    EXPECT_EQ(r[k].params, r[0].params) << "the ranks disagree";
+    EXPECT_LE(max_abs_diff(r[k].params, reference.params), tolerance);
+    EXPECT_EQ(r[k].fields.at("global_step"), reference.fields.at("global_step"));
+  }
+}
+
+bool python_has_torch() {
+  return std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0;
+}
+
+}  // namespace
+
+TEST(FSDPStrategy, FullShardAndShardGradOpTrainToDdpsWeightsWithSgdAndWithAdamAndClipping) {
+  for (const std::string opt : {"--optimizer sgd", "--optimizer adam --clip 0.5"}) {
+    SCOPED_TRACE(opt);
+    const std::string steps = "--steps 20 --shuffle 1 " + opt;
+    const auto ddp = job("fsdp_ref", "--strategy ddp", 2, steps);
+    expect_like(job("fsdp_full", "--strategy fsdp", 2, steps), ddp[0]);
+    expect_like(job("fsdp_grad_op", "--strategy fsdp --fsdp-sharding shard_grad_op", 2, steps), ddp[0]);
+    // NO_SHARD is ddp's own Reducer: the same floats.
+    const auto none = job("fsdp_none", "--strategy fsdp --fsdp-sharding NO_SHARD", 2, steps);
+    EXPECT_EQ(none[0].params, ddp[0].params);
+  }
+  // The check can fail: another learning rate's weights are far from these.
+  const auto other = job("fsdp_other", "--strategy fsdp", 2, "--steps 20 --shuffle 1 --optimizer adam");
+  const auto clipped = job("fsdp_clipped", "--strategy fsdp", 2, "--steps 20 --shuffle 1 --optimizer adam --clip 0.5");
+  EXPECT_GT(max_abs_diff(other[0].params, clipped[0].params), 1e-4) << "clipping at 0.5 changes the weights";
+}
+
+TEST(FSDPStrategy, GradientAccumulationReducesOnlyAtTheLastMicroBatchAndMatchesDdp) {
+  const std::string steps = "--steps 12 --accumulate 3 --optimizer adam";
+  const auto ddp = job("fsdp_acc_ref", "--strategy ddp", 2, steps);
+  expect_like(job("fsdp_acc_full", "--strategy fsdp", 2, steps), ddp[0]);
+  expect_like(job("fsdp_acc_grad_op", "--strategy fsdp --fsdp-sharding SHARD_GRAD_OP", 2, steps), ddp[0]);
+  const auto every = job("fsdp_acc_none", "--strategy fsdp", 2, "--steps 12 --optimizer adam");
+  EXPECT_GT(max_abs_diff(every[0].params, ddp[0].params), 1e-4) << "accumulation must change the result";
+}
+
+// 161 parameters over 3 ranks: fc1.weight 128 = 3 x 43 - 1, fc1.bias 16 = 3 x 6 - 2, fc2.weight 16,
+// fc2.bias 1 = 3 x 1 - 2: every piece but the first is padded, and each Linear is a unit of its own.
+TEST(FSDPStrategy, ThreeRanksWithPiecesThatDoNotDivideEvenlyMatchDdp) {
+  const std::string steps = "--steps 20 --optimizer adam --shuffle 1";
+  const auto ddp = job("fsdp3_ref", "--strategy ddp", 3, steps);
+  expect_like(job("fsdp3_full", "--strategy fsdp --wrap class:Linear", 3, steps), ddp[0]);
+  expect_like(job("fsdp3_size", "--strategy fsdp --fsdp-sharding shard_grad_op --wrap size:100", 3, steps), ddp[0]);
+}
+
+/// fsdp on 2 ranks, 30 steps of Adam over 320 samples, stopped by SIGTERM at step 13 (a checkpoint of
+/// `type`), then resumed: by fsdp on 2 ranks (bitwise), by one process with twice the batch (the
+/// same data per step, so within 1e-5), and by fsdp on 3 ranks (it continues to step 30).
+void check_fsdp_resume(const std::string& type) {
+  const std::string root = out_prefix("fsdp_ckpt_" + type);
+  const std::string common = "--steps 30 --samples 320 --optimizer adam --state-dict-type " + type + " ";
+  const auto full = job("fsdp_ckpt_full_" + type, "--strategy fsdp", 2, common + "--root " + root + "_a");
+  const auto part = job("fsdp_ckpt_part_" + type, "--strategy fsdp", 2, common + "--root " + root + "_b --interrupt-step 13");
+  EXPECT_NE(part[0].fields.at("global_step"), "30");
+  const std::string ckpt = root + "_b/checkpoints/interrupted.ckpt";
+  ASSERT_TRUE(fs::exists(ckpt));
+  EXPECT_EQ(fs::is_directory(ckpt), type == "sharded");
+  if (type == "sharded") {
+    EXPECT_TRUE(fs::exists(ckpt + "/meta.json") && fs::exists(ckpt + "/rank0.ckpt") && fs::exists(ckpt + "/rank1.ckpt"));
+  }
+  const auto resumed = job("fsdp_ckpt_resumed_" + type, "--strategy fsdp", 2, common + "--root " + root + "_b --ckpt " + ckpt);
+  EXPECT_EQ(resumed[0].params, full[0].params) << "the resume on 2 ranks is exact";
+  EXPECT_EQ(resumed[1].params, full[0].params);
+  const std::string one = out_prefix("fsdp_ckpt_one_" + type);
+  const Outcome o = run(train(one, "--strategy single_device --devices 1 --batch 16 " + common + "--root " + root +
+                                       "_b --ckpt " + ckpt));
+  ASSERT_EQ(o.code, 0) << o.output;
+  expect_like({read_result(one + ".rank0")}, full[0]);
+  const auto three = job("fsdp_ckpt_three_" + type, "--strategy fsdp", 3, common + "--root " + root + "_b --ckpt " + ckpt);
+  for (const auto& r : three) {
+    EXPECT_EQ(r.fields.at("global_step"), "30");
+    EXPECT_EQ(r.params, three[0].params);
+  }
+  EXPECT_LE(max_abs_diff(three[0].params, full[0].params), 0.05) << "3 ranks continue from the checkpoint's weights";
+  EXPECT_GT(max_abs_diff(three[0].params, full[0].params), 0.0) << "with other batches (24 per step)";
+}
+
+TEST(FSDPStrategy, AFullCheckpointResumesExactlyOnTwoRanksAndLoadsInOneProcessOnThreeAndInPython) {
+  check_fsdp_resume("full");
+  if (!python_has_torch()) GTEST_SKIP() << "/usr/bin/python3 with torch (python3-torch) is not installed";
+  const std::string ckpt = out_prefix("fsdp_ckpt_full") + "_b/checkpoints/interrupted.ckpt";
+  const Outcome py = run("/usr/bin/python3 -c \"import torch; c = torch.load('" + ckpt +
+                         "', map_location='cpu'); s = c['state_dict']; o = c['optimizer_states'][0]['state']; "
+                         "print('shapes', tuple(s['fc1.weight'].shape), tuple(s['fc2.bias'].shape), "
+                         "tuple(o[0]['exp_avg'].shape), tuple(o[3]['exp_avg_sq'].shape), c['global_step'])\"");
+  ASSERT_EQ(py.code, 0) << py.output;
+  EXPECT_TRUE(volt::testing::contains(py.output, "shapes (16, 8) (1,) (16, 8) (1,) 14")) << py.output;
+}
+
+TEST(FSDPStrategy, AShardedCheckpointIsAFilePerRankThatResumesOnTwoRanksAndLoadsOnOneAndOnThree) {
+  check_fsdp_resume("sharded");
+  // A folder whose metadata was never written (a save that died) is refused, naming what is missing.
+  const std::string ckpt = out_prefix("fsdp_ckpt_sharded") + "_b/checkpoints/interrupted.ckpt";
+  fs::remove(ckpt + "/rank1.ckpt");
+  const std::string out = out_prefix("fsdp_ckpt_missing");
+  const Outcome r = run(train(out, "--strategy fsdp --devices 2 --steps 30 --samples 320 --optimizer adam --ckpt " + ckpt));
+  EXPECT_EQ(r.code, 3) << r.output;
+  EXPECT_TRUE(volt::testing::contains(r.output, "rank 1's file")) << r.output;
+}
+
+TEST(FSDPStrategy, BadSettingsAreRefusedBeforeAnyRankStarts) {
+  const std::string out = out_prefix("fsdp_bad");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--strategy fsdp --devices 1", "strategy='fsdp' shards the model over several processes"},
+      {"--strategy fsdp --devices 2 --fsdp-sharding HYBRID_SHARD", "fsdp.sharding_strategy='HYBRID_SHARD' is not known"},
+      {"--strategy fsdp --devices 2 --wrap size:100000", "wraps none of the submodules"},
+      {"--strategy fsdp --devices 2 --wrap class:Conv2d", "its submodule classes: Linear"},
+      {"--strategy fsdp --devices 2 --wrap size:0", "'0' is not a whole number of at least 1"},
+      {"--strategy fsdp --devices 2 --wrap layers", "is not a wrap policy"},
+      {"--strategy fsdp --devices 2 --state-dict-type local", "fsdp.state_dict_type='local' is not known"},
+  };
+  for (const auto& [flags, message] : cases) {
+    SCOPED_TRACE(flags);
+    fs::remove(out + ".rank0");
+    fs::remove(out + ".rank1");
+    const Outcome r = run(train(out, flags + " --steps 2"));
+    EXPECT_EQ(r.code, 3) << r.output;
+    EXPECT_TRUE(volt::testing::contains(r.output, message)) << r.output;
+    EXPECT_FALSE(fs::exists(out + ".rank1")) << "no rank may have started";
+    EXPECT_FALSE(volt::testing::contains(r.output, "rank 1")) << r.output;
+  }
+  // LBFGS's line search needs the whole parameter vector: refused by name once the optimizers exist.
+  const Outcome lbfgs = run(train(out, "--strategy fsdp --devices 2 --steps 2 --optimizer lbfgs"));
+  EXPECT_EQ(lbfgs.code, 3) << lbfgs.output;
+  EXPECT_TRUE(volt::testing::contains(lbfgs.output, "cannot step LBFGS")) << lbfgs.output;
+}

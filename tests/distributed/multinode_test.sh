@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Multi-node for real: two network namespaces joined by a veth pair, each a "node" with its
 # own address. `volt launch` starts rank 0 on node 0 (10.77.X.1, the rendezvous address) and
-# rank 1 on node 1 (10.77.X.2); both train, and must end with identical weights. The
+# rank 1 on node 1 (10.77.X.2); both train, and must end with identical weights; then fsdp the same way,
+# which must end with ddp's weights. The
 # namespaces and every process in them are removed on every exit path.
 #   multinode_test.sh VOLT_BINARY DIST_PROGRAM
 set -euo pipefail
@@ -50,27 +51,40 @@ ip -n "$n1" link set "$v1" up
 ip netns exec "$n1" ping -c 1 -W 2 "10.77.$id.1" >/dev/null 2>&1 || echo "multinode: note: ping unavailable or blocked" >&2
 
 master="10.77.$id.1"
-args=(--strategy ddp --devices 1 --nodes 2 --steps 10 --batch 8 --out "$out/r" --rendezvous-timeout 30 --timeout 60)
 echo "multinode: node 0 = $n0 ($master), node 1 = $n1 (10.77.$id.2)"
-timeout 120 ip netns exec "$n0" "$volt" launch --nnodes 2 --node-rank 0 --nproc-per-node 1 \
-  --master-addr "$master" --master-port 29600 -- "$program" "${args[@]}" &
-p0=$!
-timeout 120 ip netns exec "$n1" "$volt" launch --nnodes 2 --node-rank 1 --nproc-per-node 1 \
-  --master-addr "$master" --master-port 29600 -- "$program" "${args[@]}" &
-p1=$!
-rc0=0; rc1=0
-wait "$p0" || rc0=$?
-wait "$p1" || rc1=$?
-if [ "$rc0" -ne 0 ] || [ "$rc1" -ne 0 ]; then
-  echo "multinode: FAILED: node 0 exited $rc0, node 1 exited $rc1" >&2
+# run_job STRATEGY OUT PORT: one rank on each node, through `volt launch`.
+run_job() {
+  local args=(--strategy "$1" --devices 1 --nodes 2 --steps 10 --batch 8 --out "$2" --rendezvous-timeout 30 --timeout 60)
+  timeout 120 ip netns exec "$n0" "$volt" launch --nnodes 2 --node-rank 0 --nproc-per-node 1 \
+    --master-addr "$master" --master-port "$3" -- "$program" "${args[@]}" &
+  local p0=$!
+  timeout 120 ip netns exec "$n1" "$volt" launch --nnodes 2 --node-rank 1 --nproc-per-node 1 \
+    --master-addr "$master" --master-port "$3" -- "$program" "${args[@]}" &
+  local p1=$!
+  local rc0=0 rc1=0
+  wait "$p0" || rc0=$?
+  wait "$p1" || rc1=$?
+  if [ "$rc0" -ne 0 ] || [ "$rc1" -ne 0 ]; then
+    echo "multinode: FAILED ($1): node 0 exited $rc0, node 1 exited $rc1" >&2
+    exit 1
+  fi
+  for r in 0 1; do
+    grep -q '^world_size 2$' "$2.rank$r" || { echo "multinode: $1 rank $r did not see a world of 2" >&2; exit 1; }
+    grep -q '^global_step 10$' "$2.rank$r" || { echo "multinode: $1 rank $r did not finish 10 steps" >&2; exit 1; }
+  done
+  if ! cmp -s <(grep '^p ' "$2.rank0") <(grep '^p ' "$2.rank1"); then
+    echo "multinode: FAILED ($1): the two nodes ended with different weights" >&2
+    exit 1
+  fi
+}
+run_job ddp "$out/r" 29600
+echo "multinode: OK: 2 nodes trained 10 steps with ddp over the veth link and ended with identical weights ($(grep -c '^p ' "$out/r.rank0") values)"
+# fsdp over the same link: every parameter all-gathered and reduce-scattered across the nodes. On 2
+# ranks its average (g0 + g1) / 2 and ddp's g0 / 2 + g1 / 2 are the same floats (halving is exact), so
+# the weights must be ddp's bit for bit.
+run_job fsdp "$out/f" 29601
+if ! cmp -s <(grep '^p ' "$out/r.rank0") <(grep '^p ' "$out/f.rank0"); then
+  echo "multinode: FAILED: fsdp over 2 nodes ended with other weights than ddp" >&2
   exit 1
 fi
-for r in 0 1; do
-  grep -q '^world_size 2$' "$out/r.rank$r" || { echo "multinode: rank $r did not see a world of 2" >&2; exit 1; }
-  grep -q '^global_step 10$' "$out/r.rank$r" || { echo "multinode: rank $r did not finish 10 steps" >&2; exit 1; }
-done
-if ! cmp -s <(grep '^p ' "$out/r.rank0") <(grep '^p ' "$out/r.rank1"); then
-  echo "multinode: FAILED: the two nodes ended with different weights" >&2
-  exit 1
-fi
-echo "multinode: OK: 2 nodes trained 10 steps over the veth link and ended with identical weights ($(grep -c '^p ' "$out/r.rank0") values)"
+echo "multinode: OK: fsdp (FULL_SHARD) over 2 nodes ended with ddp's weights bit for bit"

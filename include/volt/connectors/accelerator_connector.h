@@ -44,6 +44,8 @@ struct Plan {
   bool find_unused_parameters = false;
   /// ddp family: backend ("gloo", "nccl"), timeouts, buckets.
   strategies::DDPOptions ddp;
+  /// strategy "fsdp": sharding strategy and wrap policy.
+  strategies::FSDPOptions fsdp;
   int64_t num_threads = 1;  ///< intra-op threads per process (CPU)
   /// How checkpoints are written: a checkpoint_io registry name ("torch", "async", ...), or
   /// "object" for a CheckpointIO passed in the Trainer's plugins.

@@ -53,6 +53,14 @@ struct TrainerOptions {
   bool ddp_powersgd_use_error_feedback = true;
   bool ddp_powersgd_warm_start = true;
   double ddp_powersgd_orthogonalization_epsilon = 0.0;
+  /// strategy="fsdp" (flags fsdp.*): FULL_SHARD, SHARD_GRAD_OP or NO_SHARD (any case), and which
+  /// submodules are units of their own: "" (one unit), "size:N", "class:A,B" (docs/strategies.md).
+  std::string fsdp_sharding_strategy = "FULL_SHARD";
+  std::string fsdp_auto_wrap_policy;
+  /// full (one file in the ordinary layout, written by rank 0) or sharded (a folder: one file per rank).
+  std::string fsdp_state_dict_type = "full";
+  /// At most two fsdp units' collectives in flight (their buffers bounded to two units); false: all at once.
+  bool fsdp_limit_all_gathers = true;
 
   // --- how long ---
   /// -1: 1000 when max_steps is -1 and no Timer (max_time) bounds the run, else unlimited (Lightning).

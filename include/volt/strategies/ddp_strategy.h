@@ -75,12 +75,8 @@ class DDPStrategy : public Strategy {
  protected:
   /// Replaces the spawn launcher (XLAStrategy's is the XLA one).
   void use_spawn_launcher(std::unique_ptr<launchers::SpawnLauncher> launcher);
-
- private:
-  /// Joins this job's process group: the one this process's previous Trainer left, when it
-  /// is the same job's, else a new one (join_new_process_group).
-  void join_process_group();
-  void join_new_process_group();
+  /// Rank 0's parameters and buffers to every rank (the start of setup).
+  void broadcast_module_state(Module& module);
   /// "rank 1 on host h"
   std::string who() const;
   /// Throws a DistributedError naming the failed rank when the subprocess launcher's monitor
@@ -89,13 +85,21 @@ class DDPStrategy : public Strategy {
   /// A collective or the gradient allreduce threw: the error to raise, naming the rank that
   /// died when that is why (waiting briefly for the monitor's report).
   [[noreturn]] void collective_failed(const std::string& what, const std::exception& e) const;
+
+  /// The c10d state (strategies/detail/ddp_impl.h): process group, store, Reducer, no_sync flag.
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+
+ private:
+  /// Joins this job's process group: the one this process's previous Trainer left, when it
+  /// is the same job's, else a new one (join_new_process_group).
+  void join_process_group();
+  void join_new_process_group();
   void add_comm_hook_state(Checkpoint& checkpoint);
   void restore_comm_hook_state(const Checkpoint& checkpoint, const std::string& path);
   static constexpr const char* kCommHookMetaKey = "ddp_comm_hook";
   static constexpr const char* kCommHookStatePrefix = "ddp_comm_hook.rank";
 
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
   std::unique_ptr<launchers::SubprocessLauncher> subprocess_;
   std::unique_ptr<launchers::SpawnLauncher> spawn_;
   std::string name_;

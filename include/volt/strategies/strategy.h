@@ -65,8 +65,14 @@ class Strategy {
 
   /// Prepares this process (devices, process groups). Called once per stage, before setup.
   virtual void setup_environment();
+  /// Refuses, with a ConfigError, a module this strategy cannot train (fsdp: a wrap policy that
+  /// wraps none of its modules). The Trainer calls it as a stage starts, before any launch.
+  virtual void check_module(const Module& /*module*/) const {}
   /// Builds (configure_model), converts and moves the module. Before configure_optimizers.
   virtual void setup(Module& module);
+  /// The stage's optimizers, once configure_optimizers has built them (after setup; Lightning's
+  /// Strategy.setup_optimizers): fsdp maps their parameters to its shards and refuses LBFGS.
+  virtual void setup_optimizers(const std::vector<std::shared_ptr<torch::optim::Optimizer>>& /*optimizers*/) {}
   /// Moves a batch to root_device() and applies the precision's input conversion.
   virtual void batch_to_device(Batch& batch) const;
 

@@ -56,6 +56,42 @@ struct DDPOptions {
   std::shared_ptr<CommHook> comm_hook_object;
 };
 
+/// How fsdp shards (Lightning's FSDPStrategy sharding_strategy; docs/strategies.md "fsdp").
+enum class ShardingStrategy {
+  /// Parameters, gradients and optimizer state sharded; whole parameters only from the gather before a
+  /// step's forward to the reduce-scatter after its backward (ZeRO-3).
+  kFullShard,
+  /// Gradients and optimizer state sharded, every rank keeping whole parameters (ZeRO-2).
+  kShardGradOp,
+  /// Nothing sharded: ddp's Reducer.
+  kNoShard,
+};
+
+/// FULL_SHARD, SHARD_GRAD_OP or NO_SHARD in any case (Lightning's names, and "full_shard" etc.);
+/// ConfigError naming `flag` and the choices for another.
+ShardingStrategy parse_sharding_strategy(const std::string& name, const std::string& flag = "fsdp.sharding_strategy");
+/// "FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD".
+const char* to_string(ShardingStrategy s);
+
+/// Settings of strategy "fsdp" (the Trainer's fsdp.* flags).
+struct FSDPOptions {
+  ShardingStrategy sharding_strategy = ShardingStrategy::kFullShard;
+  /// Which submodules become units of their own (one all-gather and one reduce-scatter each):
+  /// "" (the whole module is one unit), "size:N" (a submodule with at least N parameter elements
+  /// not already in a smaller unit; Lightning's size_based_auto_wrap_policy), "class:A,B" (submodules
+  /// of those classes, "Linear" or "torch::nn::LinearImpl"). Checked by check_auto_wrap_policy.
+  std::string auto_wrap_policy;
+  /// "full": rank 0 writes one checkpoint in the ordinary layout; "sharded": every rank writes its
+  /// piece into a folder (checkpoint_io/sharded_checkpoint.h), in parallel. Both load on any number of ranks.
+  std::string state_dict_type = "full";
+  /// At most two units' all-gathers (and reduce-scatters) in flight at once, as Lightning's
+  /// limit_all_gathers: the transfer buffers then hold two units, not the whole model; false: all at once.
+  bool limit_all_gathers = true;
+};
+
+/// ConfigError for a policy that is not "", "size:N" (N >= 1) or "class:A[,B...]".
+void check_auto_wrap_policy(const std::string& policy, const std::string& flag = "fsdp.auto_wrap_policy");
+
 /// What a strategy is built from, and what the accelerator connector gives a strategy object
 /// the user built (Strategy::connect).
 struct StrategyParts {
@@ -67,6 +103,7 @@ struct StrategyParts {
   std::vector<c10::Device> parallel_devices;
   c10::Device root_device;
   DDPOptions ddp;
+  FSDPOptions fsdp = {};
 };
 
 using StrategyFactory = std::function<std::shared_ptr<Strategy>(const StrategyParts&)>;

@@ -1,0 +1,84 @@
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "volt/strategies/ddp_strategy.h"
+#include "volt/strategies/strategy_registry.h"
+
+namespace volt::strategies {
+
+/// Fully sharded data parallel on c10d (Lightning's FSDPStrategy; ZeRO stages 2 and 3), for the
+/// LibTorch C++ API, which has none (docs/strategies.md "fsdp").
+///
+/// Every trainable parameter p of n elements is cut into W pieces of s = ceil(n / W) elements (the
+/// last one zero-padded). Between steps the module's own Parameter holds this rank's piece as a 1-D
+/// tensor of s elements (`set_data`: the Parameter object stays, so the optimizer's parameter list
+/// and its state, built by configure_optimizers after setup, are shard-sized: every LibTorch optimizer
+/// steps its shard unchanged). Before a step's forward the pieces are all-gathered (one collective
+/// per unit of the wrap policy); after a synchronising backward the whole gradients are
+/// reduce-scattered (averaged over the ranks, each keeping its piece) and the parameters go back to
+/// their shards. Inside no_sync (gradient accumulation) nothing is reduced until the last micro-batch.
+///
+/// FULL_SHARD frees the whole parameters after the reduce-scatter; SHARD_GRAD_OP keeps them (the shard
+/// is a view into them), so a rank holds whole parameters, 1/W of the gradients and 1/W of the optimizer
+/// state. NO_SHARD is ddp (c10d's Reducer). LibTorch modules have no forward pre-hooks, so a step
+/// gathers every unit before its forward: the peak inside a step holds whole parameters.
+///
+/// Checkpoints: state_dict_type "full" gathers every parameter and every shard-shaped optimizer state
+/// tensor into the ordinary layout (rank 0 writes one file that a single process, a ddp run or
+/// Python's torch.load reads); "sharded" has every rank write its pieces into a folder, in parallel
+/// (checkpoint_io/sharded_checkpoint.h), which any strategy joins on load. Load cuts the ordinary
+/// layout into this rank's shards, so either kind resumes on any number of ranks.
+class FSDPStrategy : public DDPStrategy {
+ public:
+  FSDPStrategy(const StrategyParts& parts, FSDPOptions options);
+  ~FSDPStrategy() override;
+
+  /// A wrap policy that wraps none of the module's submodules is a ConfigError (before any launch).
+  void check_module(const Module& module) const override;
+  /// Moves the module, broadcasts rank 0's parameters and buffers, and shards the parameters.
+  void setup(Module& module) override;
+  /// Maps each optimizer's parameters to the shards; LBFGS (global line search) is refused.
+  void setup_optimizers(const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers) override;
+  at::Tensor training_step(Module& module, Batch& batch, StepContext& ctx) override;
+  void validation_step(Module& module, Batch& batch, StepContext& ctx) override;
+  void test_step(Module& module, Batch& batch, StepContext& ctx) override;
+  at::Tensor predict_step(Module& module, Batch& batch, StepContext& ctx) override;
+  /// Backward, then (unless inside no_sync) the reduce-scatter of the gradients and the re-shard.
+  void backward(const at::Tensor& loss) override;
+  /// By norm: the norm of the whole gradient, from every rank's shards (one allreduce).
+  void clip_gradients(torch::optim::Optimizer& optimizer, double value, precision::ClipAlgorithm algorithm) override;
+  /// The full checkpoint (a collective: every rank calls it); rank 0 writes.
+  void save_checkpoint(const Checkpoint& checkpoint, const std::string& path) override;
+  /// The checkpoint with every sharded parameter and optimizer state cut to this rank's shard.
+  Checkpoint load_checkpoint(const std::string& path) override;
+  void on_exception() override;
+  /// Gathers the parameters (the module is whole after a stage), then ddp's teardown.
+  void teardown() override;
+
+  const FSDPOptions& fsdp_options() const { return fsdp_; }
+  /// The units the wrap policy made from `module`: each a submodule's name ("" for the root's
+  /// remaining parameters) and its parameters' names, in registration order.
+  static std::vector<std::pair<std::string, std::vector<std::string>>> wrap_units(const Module& module,
+                                                                                 const std::string& policy);
+
+ private:
+  bool sharded_mode() const { return fsdp_.sharding_strategy != ShardingStrategy::kNoShard; }
+  /// Whole parameters from the shards (no-op when they are whole).
+  void gather(const char* why);
+  /// Averages the gradients across ranks into shards and puts the shards back in the parameters.
+  void reduce_scatter_and_reshard();
+  at::Tensor full_value(size_t index);
+  /// state_dict_type "sharded": every rank writes its file into the folder `path`, rank 0 the metadata last.
+  void save_sharded_checkpoint(const Checkpoint& checkpoint, const std::string& path);
+
+  struct State;
+  FSDPOptions fsdp_;
+  std::unique_ptr<State> state_;
+};
+
+/// The factory behind "fsdp".
+std::shared_ptr<Strategy> make_fsdp_strategy(const StrategyParts& parts);
+
+}  // namespace volt::strategies

@@ -1,0 +1,650 @@
+#include "volt/strategies/fsdp_strategy.h"
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+#include <torch/csrc/autograd/grad_mode.h>
+#include <torch/optim/lbfgs.h>
+#include <torch/optim/optimizer.h>
+
+#include "strategies/detail/ddp_impl.h"
+#include "volt/checkpoint_io/async_checkpoint_io.h"
+#include "volt/checkpoint_io/sharded_checkpoint.h"
+#include "volt/core/error.h"
+
+namespace volt::strategies {
+namespace {
+
+std::string upper(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  std::string item;
+  std::istringstream in(s);
+  while (std::getline(in, item, ',')) out.push_back(item);
+  if (!s.empty() && s.back() == ',') out.emplace_back();
+  return out;
+}
+
+/// "torch::nn::LinearImpl" -> "Linear"; "(anonymous namespace)::Block" -> "Block".
+std::string short_class_name(const std::string& name) {
+  std::string s = name;
+  const auto colon = s.rfind("::");
+  if (colon != std::string::npos) s = s.substr(colon + 2);
+  if (s.size() > 4 && s.compare(s.size() - 4, 4, "Impl") == 0) s.resize(s.size() - 4);
+  return s;
+}
+
+std::string shape_text(at::IntArrayRef sizes) {
+  std::ostringstream s;
+  s << sizes;
+  return s.str();
+}
+
+/// Gloo moves no bfloat16: the same bits as float16 (all-gathers and all-to-alls only move bits).
+at::Tensor movable(const at::Tensor& t) {
+  return t.scalar_type() == at::kBFloat16 ? t.view(at::kHalf) : t;
+}
+
+}  // namespace
+
+ShardingStrategy parse_sharding_strategy(const std::string& name, const std::string& flag) {
+  const std::string u = upper(name);
+  if (u == "FULL_SHARD") return ShardingStrategy::kFullShard;
+  if (u == "SHARD_GRAD_OP") return ShardingStrategy::kShardGradOp;
+  if (u == "NO_SHARD") return ShardingStrategy::kNoShard;
+  throw ConfigError(flag + "='" + name +
+                    "' is not known. Use FULL_SHARD (parameters, gradients and optimizer state sharded), "
+                    "SHARD_GRAD_OP (gradients and optimizer state sharded) or NO_SHARD (as ddp).");
+}
+
+const char* to_string(ShardingStrategy s) {
+  switch (s) {
+    case ShardingStrategy::kShardGradOp: return "SHARD_GRAD_OP";
+    case ShardingStrategy::kNoShard: return "NO_SHARD";
+    default: return "FULL_SHARD";
+  }
+}
+
+void check_auto_wrap_policy(const std::string& policy, const std::string& flag) {
+  if (policy.empty()) return;
+  const std::string fix = " Use size:N (a submodule of at least N parameter elements is a unit, e.g. size:100000), "
+                          "class:A,B (submodules of those classes, e.g. class:Linear), or leave it empty (the "
+                          "whole module is one unit).";
+  if (policy.rfind("size:", 0) == 0) {
+    const std::string n = policy.substr(5);
+    if (n.empty() || n.size() > 18 || n.find_first_not_of("0123456789") != std::string::npos || std::stoll(n) < 1) {
+      throw ConfigError(flag + "='" + policy + "': '" + n + "' is not a whole number of at least 1." + fix);
+    }
+    return;
+  }
+  if (policy.rfind("class:", 0) == 0) {
+    for (const auto& c : split_commas(policy.substr(6))) {
+      if (c.empty() || c.find_first_of(" \t") != std::string::npos) {
+        throw ConfigError(flag + "='" + policy + "' has an empty or blank class name." + fix);
+      }
+    }
+    return;
+  }
+  throw ConfigError(flag + "='" + policy + "' is not a wrap policy." + fix);
+}
+
+struct FSDPStrategy::State {
+  struct Param {
+    std::string name;
+    at::Tensor param;  ///< the module's Parameter (the same object throughout)
+    std::vector<int64_t> shape;
+    int64_t numel = 0;
+    int64_t shard = 0;  ///< ceil(numel / world size)
+    /// The whole parameter, zero-padded to shard * world size elements: while gathered, and between
+    /// steps under SHARD_GRAD_OP (the shard is then a view into it).
+    at::Tensor whole;
+    /// A shard-shaped gradient the gather put aside (LibTorch 1.13's zero_grad keeps zeroed
+    /// gradients); added to the shard gradient of the next reduce-scatter.
+    at::Tensor kept_grad;
+  };
+  struct Unit {
+    std::string name;
+    std::vector<size_t> members;
+    std::vector<int64_t> offsets;  ///< of each member's shard in the unit's per-rank buffer
+    int64_t total = 0;             ///< elements of one rank's buffer (the sum of the members' shards)
+    at::ScalarType dtype = at::kFloat;
+  };
+  std::vector<Param> params;
+  std::vector<Unit> units;
+  std::unordered_map<const c10::TensorImpl*, size_t> by_impl;
+  /// For each optimizer, the index in `params` of its p-th parameter (over its groups), or -1.
+  std::vector<std::vector<int64_t>> optimizer_params;
+  bool gathered = true;
+  bool failed = false;
+};
+
+FSDPStrategy::FSDPStrategy(const StrategyParts& parts, FSDPOptions options)
+    : DDPStrategy(parts, parts.ddp), fsdp_(std::move(options)), state_(std::make_unique<State>()) {
+  check_auto_wrap_policy(fsdp_.auto_wrap_policy);
+}
+
+FSDPStrategy::~FSDPStrategy() = default;
+
+std::vector<std::pair<std::string, std::vector<std::string>>> FSDPStrategy::wrap_units(const Module& module,
+                                                                                      const std::string& policy) {
+  std::vector<std::string> order;
+  std::unordered_map<std::string, int64_t> numel;
+  for (const auto& item : module.named_parameters(true)) {
+    if (!item.value().requires_grad()) continue;
+    order.push_back(item.key());
+    numel[item.key()] = item.value().numel();
+  }
+  std::set<std::string> assigned;
+  std::vector<std::pair<std::string, std::vector<std::string>>> units;
+  int64_t min_size = 0;
+  std::vector<std::string> classes;
+  if (policy.rfind("size:", 0) == 0) min_size = std::stoll(policy.substr(5));
+  if (policy.rfind("class:", 0) == 0) classes = split_commas(policy.substr(6));
+  // Post-order: the innermost submodule that qualifies takes its parameters first.
+  std::function<void(const torch::nn::Module&, const std::string&)> visit = [&](const torch::nn::Module& m,
+                                                                                 const std::string& prefix) {
+    for (const auto& child : m.named_children()) visit(*child.value(), prefix + child.key() + ".");
+    if (prefix.empty() || policy.empty()) return;
+    std::vector<std::string> mine;
+    int64_t size = 0;
+    for (const auto& item : m.named_parameters(true)) {
+      const std::string name = prefix + item.key();
+      if (numel.count(name) == 0 || assigned.count(name) != 0) continue;
+      mine.push_back(name);
+      size += numel[name];
+    }
+    bool wrap = false;
+    if (min_size > 0) wrap = size >= min_size;
+    for (const auto& c : classes) wrap = wrap || c == m.name() || c == short_class_name(m.name());
+    if (!wrap || mine.empty()) return;
+    for (const auto& n : mine) assigned.insert(n);
+    units.emplace_back(prefix.substr(0, prefix.size() - 1), std::move(mine));
+  };
+  visit(module, "");
+  std::vector<std::string> rest;
+  for (const auto& n : order) {
+    if (assigned.count(n) == 0) rest.push_back(n);
+  }
+  if (!rest.empty()) units.emplace_back("", std::move(rest));
+  return units;
+}
+
+void FSDPStrategy::check_module(const Module& module) const {
+  if (!sharded_mode() || fsdp_.auto_wrap_policy.empty()) return;
+  bool any = false;
+  for (const auto& p : module.parameters(true)) any = any || p.requires_grad();
+  if (!any) return;  // configure_model may build them; setup checks again
+  const auto units = wrap_units(module, fsdp_.auto_wrap_policy);
+  const bool wraps = std::any_of(units.begin(), units.end(), [](const auto& u) { return !u.first.empty(); });
+  if (wraps) return;
+  std::set<std::string> names;
+  int64_t largest = 0;
+  for (const auto& item : module.named_modules("", /*include_self=*/false)) {
+    names.insert(short_class_name(item.value()->name()));
+    int64_t n = 0;
+    for (const auto& p : item.value()->parameters(true)) n += p.requires_grad() ? p.numel() : 0;
+    largest = std::max(largest, n);
+  }
+  std::string list;
+  for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+  throw ConfigError("fsdp.auto_wrap_policy='" + fsdp_.auto_wrap_policy + "' wraps none of the submodules of " +
+                    module.name() + " (its submodule classes: " + (list.empty() ? "none" : list) +
+                    "; the largest holds " + std::to_string(largest) +
+                    " trainable parameter elements). Use a smaller size:N, one of those classes, or an empty "
+                    "policy (the whole module as one unit).");
+}
+
+void FSDPStrategy::setup(Module& module) {
+  if (!sharded_mode()) {
+    DDPStrategy::setup(module);
+    return;
+  }
+  if (!state_->gathered) gather("setup after a stage that failed");
+  Strategy::setup(module);
+  if (precision_->name() == "16-mixed") {
+    throw NotSupportedError("strategy='fsdp' with precision='16-mixed': its gradient scaler decides from each "
+                            "rank's own gradients, which are different shards under fsdp, so the ranks could "
+                            "disagree on skipping a step. Use precision='bf16-mixed' or '32-true', or strategy='ddp'.");
+  }
+  check_module(module);
+  broadcast_module_state(module);
+  impl_->reducer.reset();
+  impl_->sync = true;
+
+  State fresh;
+  const int64_t w = world_size();
+  const int64_t r = global_rank();
+  std::unordered_map<std::string, at::Tensor> by_name;
+  for (const auto& item : module.named_parameters(true)) by_name[item.key()] = item.value();
+  for (const auto& [unit_name, names] : wrap_units(module, fsdp_.auto_wrap_policy)) {
+    // One unit per dtype: a unit's shards travel in one buffer.
+    std::map<at::ScalarType, State::Unit> by_dtype;
+    for (const auto& n : names) {
+      State::Param p;
+      p.name = n;
+      p.param = by_name.at(n);
+      p.shape = p.param.sizes().vec();
+      p.numel = p.param.numel();
+      p.shard = (p.numel + w - 1) / w;
+      auto& unit = by_dtype[p.param.scalar_type()];
+      unit.name = unit_name;
+      unit.dtype = p.param.scalar_type();
+      unit.offsets.push_back(unit.total);
+      unit.total += p.shard;
+      unit.members.push_back(fresh.params.size());
+      fresh.by_impl[p.param.unsafeGetTensorImpl()] = fresh.params.size();
+      fresh.params.push_back(std::move(p));
+    }
+    for (auto& [dtype, unit] : by_dtype) fresh.units.push_back(std::move(unit));
+  }
+  torch::NoGradGuard no_grad;
+  for (auto& p : fresh.params) {
+    at::Tensor whole = at::zeros({p.shard * w}, p.param.options());
+    whole.narrow(0, 0, p.numel).copy_(p.param.detach().reshape(-1));
+    at::Tensor mine = whole.narrow(0, r * p.shard, p.shard);
+    if (fsdp_.sharding_strategy == ShardingStrategy::kShardGradOp) {
+      p.whole = whole;
+    } else {
+      mine = mine.clone();
+    }
+    p.param.mutable_grad() = at::Tensor();
+    p.param.set_data(mine);
+  }
+  fresh.gathered = false;
+  *state_ = std::move(fresh);
+}
+
+void FSDPStrategy::setup_optimizers(const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers) {
+  state_->optimizer_params.clear();
+  for (const auto& opt : optimizers) {
+    if (dynamic_cast<const torch::optim::LBFGS*>(opt.get()) != nullptr && sharded_mode()) {
+      throw NotSupportedError("strategy='fsdp' cannot step LBFGS: its line search takes dot products over the "
+                              "whole parameter vector, and each rank holds only a shard of it. Use another "
+                              "optimizer (SGD, Adam, AdamW, RMSprop, Adagrad), fsdp.sharding_strategy=NO_SHARD, or "
+                              "strategy='ddp'.");
+    }
+    std::vector<int64_t> indices;
+    for (const auto& group : opt->param_groups()) {
+      for (const auto& p : group.params()) {
+        auto it = state_->by_impl.find(p.unsafeGetTensorImpl());
+        indices.push_back(it == state_->by_impl.end() ? -1 : static_cast<int64_t>(it->second));
+      }
+    }
+    state_->optimizer_params.push_back(std::move(indices));
+  }
+}
+
+namespace {
+
+/// Runs `start(u)` for each unit in `order` with at most `limit` collectives in flight (0: no limit),
+/// finishing the oldest (`finish(u)`: wait, then use its result and free its buffers) before starting
+/// the next. Bounds the memory the transfer buffers take to `limit` units.
+template <typename Start, typename Finish>
+void pipelined(const std::vector<size_t>& order, size_t limit, const Start& start, const Finish& finish) {
+  std::vector<size_t> in_flight;
+  for (size_t u : order) {
+    if (!start(u)) continue;
+    in_flight.push_back(u);
+    if (limit > 0 && in_flight.size() >= limit) {
+      finish(in_flight.front());
+      in_flight.erase(in_flight.begin());
+    }
+  }
+  for (size_t u : in_flight) finish(u);
+}
+
+}  // namespace
+
+void FSDPStrategy::gather(const char* why) {
+  if (!sharded_mode() || state_->gathered) return;
+  torch::NoGradGuard no_grad;
+  const int64_t w = world_size();
+  const size_t n_units = state_->units.size();
+  std::vector<std::vector<at::Tensor>> outputs(n_units);
+  std::vector<c10::intrusive_ptr<c10d::Work>> works(n_units);
+  std::vector<size_t> order(n_units);
+  for (size_t u = 0; u < n_units; ++u) order[u] = u;
+  const auto start = [&](size_t u) {
+    const auto& unit = state_->units[u];
+    if (unit.total == 0) return false;
+    const auto options = state_->params[unit.members.front()].param.options();
+    at::Tensor in = at::empty({unit.total}, options);
+    for (size_t k = 0; k < unit.members.size(); ++k) {
+      const auto& p = state_->params[unit.members[k]];
+      in.narrow(0, unit.offsets[k], p.shard).copy_(p.param.detach());
+    }
+    std::vector<at::Tensor> ins{movable(in)};
+    std::vector<std::vector<at::Tensor>> outs(1);
+    for (int64_t r = 0; r < w; ++r) outputs[u].push_back(at::empty({unit.total}, options));
+    for (const auto& t : outputs[u]) outs[0].push_back(movable(t));
+    works[u] = impl_->pg->allgather(outs, ins);
+    return true;
+  };
+  const auto finish = [&](size_t u) {
+    works[u]->wait();
+    works[u].reset();
+    const auto& unit = state_->units[u];
+    for (size_t k = 0; k < unit.members.size(); ++k) {
+      auto& p = state_->params[unit.members[k]];
+      at::Tensor whole = p.whole.defined() ? p.whole : at::empty({p.shard * w}, p.param.options());
+      for (int64_t r = 0; r < w; ++r) {
+        whole.narrow(0, r * p.shard, p.shard).copy_(outputs[u][r].narrow(0, unit.offsets[k], p.shard));
+      }
+      p.whole = whole;
+    }
+    outputs[u].clear();
+  };
+  try {
+    pipelined(order, fsdp_.limit_all_gathers ? 2 : 0, start, finish);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    collective_failed(std::string("the fsdp all-gather of the parameters (") + why + ")", e);
+  }
+  // Only once every unit arrived: a failure above leaves every parameter its shard.
+  for (auto& p : state_->params) {
+    if (p.param.grad().defined()) {
+      p.kept_grad = p.param.grad().detach();
+      p.param.mutable_grad() = at::Tensor();
+    }
+    p.param.set_data(p.whole.narrow(0, 0, p.numel).view(p.shape));
+  }
+  state_->gathered = true;
+}
+
+void FSDPStrategy::reduce_scatter_and_reshard() {
+  torch::NoGradGuard no_grad;
+  const int64_t w = world_size();
+  const int64_t rank = global_rank();
+  const size_t n_units = state_->units.size();
+  std::vector<at::Tensor> received(n_units);
+  std::vector<c10::intrusive_ptr<c10d::Work>> works(n_units);
+  // Last unit first: the order its gradients are ready in.
+  std::vector<size_t> order;
+  for (size_t u = n_units; u-- > 0;) order.push_back(u);
+  // Gloo (LibTorch 1.13) has no reduce_scatter: an all-to-all of each rank's W pieces, then a local sum.
+  const auto start = [&](size_t u) {
+    const auto& unit = state_->units[u];
+    if (unit.total == 0) return false;
+    const auto options = state_->params[unit.members.front()].param.options();
+    at::Tensor in = at::zeros({w, unit.total}, options);
+    for (size_t k = 0; k < unit.members.size(); ++k) {
+      auto& p = state_->params[unit.members[k]];
+      const at::Tensor g = p.param.grad();
+      if (!g.defined()) continue;  // no gradient this step: zeros, as ddp's Reducer
+      const at::Tensor flat = g.detach().reshape(-1);
+      for (int64_t r = 0; r < w; ++r) {
+        const int64_t len = std::clamp<int64_t>(p.numel - r * p.shard, 0, p.shard);
+        if (len > 0) in[r].narrow(0, unit.offsets[k], len).copy_(flat.narrow(0, r * p.shard, len));
+      }
+      p.param.mutable_grad() = at::Tensor();  // the whole gradient is in `in` now
+    }
+    received[u] = at::empty_like(in);
+    at::Tensor out = movable(received[u]).view({-1});
+    at::Tensor flat_in = movable(in).view({-1});
+    std::vector<int64_t> splits;
+    works[u] = impl_->pg->alltoall_base(out, flat_in, splits, splits);
+    return true;
+  };
+  std::vector<at::Tensor> summed(n_units);
+  const auto finish = [&](size_t u) {
+    works[u]->wait();
+    works[u].reset();
+    const auto& unit = state_->units[u];
+    const bool low = unit.dtype == at::kBFloat16 || unit.dtype == at::kHalf;
+    summed[u] = (low ? received[u].to(at::kFloat) : received[u]).sum(0).div_(static_cast<double>(w)).to(unit.dtype);
+    received[u] = at::Tensor();
+  };
+  try {
+    pipelined(order, fsdp_.limit_all_gathers ? 2 : 0, start, finish);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    collective_failed("the fsdp reduce-scatter of the gradients", e);
+  }
+  for (size_t u = 0; u < n_units; ++u) {
+    const auto& unit = state_->units[u];
+    for (size_t k = 0; k < unit.members.size(); ++k) {
+      auto& p = state_->params[unit.members[k]];
+      at::Tensor grad = p.shard > 0 ? summed[u].narrow(0, unit.offsets[k], p.shard).clone()
+                                    : at::empty({0}, p.param.options());
+      if (p.kept_grad.defined()) grad.add_(p.kept_grad);
+      p.kept_grad = at::Tensor();
+      at::Tensor mine = p.whole.narrow(0, rank * p.shard, p.shard);
+      if (fsdp_.sharding_strategy == ShardingStrategy::kFullShard) {
+        mine = mine.clone();
+        p.whole = at::Tensor();
+      }
+      p.param.set_data(mine);
+      p.param.mutable_grad() = grad;
+    }
+    summed[u] = at::Tensor();
+  }
+  state_->gathered = false;
+}
+
+at::Tensor FSDPStrategy::training_step(Module& module, Batch& batch, StepContext& ctx) {
+  if (!sharded_mode()) return DDPStrategy::training_step(module, batch, ctx);
+  raise_if_a_rank_failed();
+  gather("training_step");
+  return Strategy::training_step(module, batch, ctx);
+}
+
+void FSDPStrategy::validation_step(Module& module, Batch& batch, StepContext& ctx) {
+  gather("validation_step");
+  DDPStrategy::validation_step(module, batch, ctx);
+}
+
+void FSDPStrategy::test_step(Module& module, Batch& batch, StepContext& ctx) {
+  gather("test_step");
+  DDPStrategy::test_step(module, batch, ctx);
+}
+
+at::Tensor FSDPStrategy::predict_step(Module& module, Batch& batch, StepContext& ctx) {
+  gather("predict_step");
+  return DDPStrategy::predict_step(module, batch, ctx);
+}
+
+void FSDPStrategy::backward(const at::Tensor& loss) {
+  if (!sharded_mode()) {
+    DDPStrategy::backward(loss);
+    return;
+  }
+  if (!state_->gathered) {
+    throw Error(who() + ": fsdp backward while the parameters are sharded: the loss was not computed by a "
+                        "training_step this strategy ran (the parameters are gathered just before it).");
+  }
+  Strategy::backward(loss);
+  if (impl_->sync) reduce_scatter_and_reshard();
+}
+
+void FSDPStrategy::clip_gradients(torch::optim::Optimizer& optimizer, double value,
+                                  precision::ClipAlgorithm algorithm) {
+  if (!sharded_mode() || algorithm != precision::ClipAlgorithm::kNorm || value <= 0.0) {
+    DDPStrategy::clip_gradients(optimizer, value, algorithm);
+    return;
+  }
+  std::vector<at::Tensor> grads;
+  for (auto& group : optimizer.param_groups()) {
+    for (auto& p : group.params()) {
+      if (p.grad().defined()) grads.push_back(p.grad().detach());
+    }
+  }
+  // Each element of the whole gradient is in exactly one rank's shard (the padding is zero).
+  at::Tensor squares = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(root_device()));
+  for (const auto& g : grads) squares.add_(g.to(at::kDouble).pow(2).sum());
+  const at::Tensor total = all_reduce(squares, ReduceOp::kSum).sqrt();
+  const at::Tensor coef = total.add(1e-6).reciprocal().mul(value).clamp_max(1.0);
+  for (auto& g : grads) g.mul_(coef.to(g.scalar_type()));
+}
+
+at::Tensor FSDPStrategy::full_value(size_t index) {
+  const auto& p = state_->params[index];
+  if (state_->gathered) return p.param.detach().clone();
+  const auto pieces = all_gather(p.param.detach().contiguous());
+  return at::cat(pieces).narrow(0, 0, p.numel).view(p.shape).clone();
+}
+
+void FSDPStrategy::save_checkpoint(const Checkpoint& checkpoint, const std::string& path) {
+  if (!sharded_mode() || state_->params.empty()) {
+    DDPStrategy::save_checkpoint(checkpoint, path);
+    return;
+  }
+  if (fsdp_.state_dict_type == "sharded") {
+    save_sharded_checkpoint(checkpoint, path);
+    return;
+  }
+  Checkpoint full = checkpoint;
+  for (size_t i = 0; i < state_->params.size(); ++i) {
+    const auto it = full.tensors.find("state_dict." + state_->params[i].name);
+    if (it != full.tensors.end()) it->second = full_value(i);
+  }
+  for (size_t o = 0; o < state_->optimizer_params.size(); ++o) {
+    const auto& indices = state_->optimizer_params[o];
+    for (size_t k = 0; k < indices.size(); ++k) {
+      if (indices[k] < 0) continue;
+      const auto& p = state_->params[static_cast<size_t>(indices[k])];
+      const std::string prefix = "optimizer_states." + std::to_string(o) + ".state." + std::to_string(k) + ".";
+      for (auto it = full.tensors.lower_bound(prefix);
+           it != full.tensors.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
+        if (it->second.dim() == 0) continue;  // step counters
+        if (it->second.numel() != p.shard) {
+          throw CheckpointError(who() + ": the optimizer state " + it->first + " of " + p.name + " has " +
+                                std::to_string(it->second.numel()) + " elements, not this rank's shard of " +
+                                std::to_string(p.shard) + "; it cannot be gathered into a full checkpoint.");
+        }
+        const auto pieces = all_gather(it->second.detach().reshape(-1).contiguous());
+        it->second = at::cat(pieces).narrow(0, 0, p.numel).view(p.shape).clone();
+      }
+    }
+  }
+  if (full.meta.is_object() && full.meta.contains("volt") && full.meta["volt"].is_object()) {
+    full.meta["volt"]["fsdp"] = {{"sharding_strategy", to_string(fsdp_.sharding_strategy)},
+                                 {"world_size", world_size()},
+                                 {"state_dict_type", "full"}};
+  }
+  DDPStrategy::save_checkpoint(full, path);
+}
+
+void FSDPStrategy::save_sharded_checkpoint(const Checkpoint& checkpoint, const std::string& path) {
+  Checkpoint mine = checkpoint;
+  std::vector<checkpoint_io::ShardedTensorInfo> sharded;
+  const int64_t rank = global_rank();
+  for (const auto& p : state_->params) {
+    const std::string key = "state_dict." + p.name;
+    const auto it = mine.tensors.find(key);
+    if (it == mine.tensors.end()) continue;
+    // Between steps the parameter is this rank's piece; after a stage (gathered) the piece is cut again.
+    it->second = state_->gathered ? p.whole.narrow(0, rank * p.shard, p.shard).clone() : p.param.detach().clone();
+    sharded.push_back({key, p.shape, p.numel, p.shard});
+  }
+  for (size_t o = 0; o < state_->optimizer_params.size(); ++o) {
+    const auto& indices = state_->optimizer_params[o];
+    for (size_t k = 0; k < indices.size(); ++k) {
+      if (indices[k] < 0) continue;
+      const auto& p = state_->params[static_cast<size_t>(indices[k])];
+      const std::string prefix = "optimizer_states." + std::to_string(o) + ".state." + std::to_string(k) + ".";
+      for (auto it = mine.tensors.lower_bound(prefix);
+           it != mine.tensors.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
+        if (it->second.dim() == 0) continue;
+        sharded.push_back({it->first, p.shape, p.numel, p.shard});
+      }
+    }
+  }
+  nlohmann::json info = {{"sharding_strategy", to_string(fsdp_.sharding_strategy)},
+                         {"world_size", world_size()},
+                         {"state_dict_type", "sharded"}};
+  if (mine.meta.is_object() && mine.meta.contains("volt") && mine.meta["volt"].is_object()) {
+    mine.meta["volt"]["fsdp"] = info;
+  }
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(path, ec)) {
+    throw CheckpointError(who() + ": cannot write the sharded checkpoint folder '" + path +
+                          "': a file of that name exists (a full checkpoint?). Remove it or save elsewhere.");
+  }
+  std::filesystem::create_directories(path, ec);
+  if (ec) throw CheckpointError(who() + ": cannot create the sharded checkpoint folder '" + path + "': " + ec.message());
+  // A save over an older sharded checkpoint: its meta.json goes first, so a crash in between leaves
+  // an unfinished folder (refused on load), never old metadata over new pieces.
+  barrier("sharded checkpoint: folder ready");
+  if (is_global_zero()) std::filesystem::remove(std::filesystem::path(path) / checkpoint_io::kShardedMetaFile, ec);
+  barrier("sharded checkpoint: old metadata removed");
+  checkpoint_io_->save_checkpoint(mine, checkpoint_io::shard_file(path, rank));
+  // The metadata says the folder is complete: an asynchronous writer must have finished first.
+  if (auto* async = dynamic_cast<checkpoint_io::AsyncCheckpointIO*>(checkpoint_io_.get())) async->wait();
+  barrier("sharded checkpoint: every rank's file written");
+  if (is_global_zero()) checkpoint_io::write_sharded_meta(path, world_size(), sharded, info);
+  barrier("sharded checkpoint: metadata written");
+}
+
+Checkpoint FSDPStrategy::load_checkpoint(const std::string& path) {
+  Checkpoint c = DDPStrategy::load_checkpoint(path);
+  if (!sharded_mode() || state_->gathered || state_->params.empty()) return c;
+  const int64_t w = world_size();
+  const int64_t rank = global_rank();
+  auto shard_of = [&](const at::Tensor& t, const State::Param& p) {
+    at::Tensor whole = at::zeros({p.shard * w}, t.options());
+    whole.narrow(0, 0, p.numel).copy_(t.reshape(-1));
+    return whole.narrow(0, rank * p.shard, p.shard).clone();
+  };
+  for (const auto& p : state_->params) {
+    const auto it = c.tensors.find("state_dict." + p.name);
+    if (it == c.tensors.end()) continue;  // the strict load names it
+    if (it->second.sizes().vec() != p.shape) {
+      throw CheckpointError("checkpoint '" + path + "' does not fit module: " + p.name + " (checkpoint " +
+                            shape_text(it->second.sizes()) + ", module " + shape_text(p.shape) + ").");
+    }
+    it->second = shard_of(it->second, p);
+  }
+  for (size_t o = 0; o < state_->optimizer_params.size(); ++o) {
+    const auto& indices = state_->optimizer_params[o];
+    for (size_t k = 0; k < indices.size(); ++k) {
+      if (indices[k] < 0) continue;
+      const auto& p = state_->params[static_cast<size_t>(indices[k])];
+      const std::string prefix = "optimizer_states." + std::to_string(o) + ".state." + std::to_string(k) + ".";
+      for (auto it = c.tensors.lower_bound(prefix);
+           it != c.tensors.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
+        if (it->second.dim() == 0) continue;
+        if (it->second.numel() != p.numel) {
+          throw CheckpointError("checkpoint '" + path + "': the optimizer state " + it->first + " has shape " +
+                                shape_text(it->second.sizes()) + ", but parameter " + p.name + " has " +
+                                shape_text(p.shape) + ". It was written for another model.");
+        }
+        it->second = shard_of(it->second, p);
+      }
+    }
+  }
+  return c;
+}
+
+void FSDPStrategy::on_exception() {
+  state_->failed = true;
+  DDPStrategy::on_exception();
+}
+
+void FSDPStrategy::teardown() {
+  if (sharded_mode() && !state_->failed) gather("teardown");
+  for (auto& p : state_->params) p.kept_grad = at::Tensor();
+  state_->failed = false;
+  DDPStrategy::teardown();
+}
+
+std::shared_ptr<Strategy> make_fsdp_strategy(const StrategyParts& parts) {
+  // Lightning's FSDPStrategy takes no communication hook (the accelerator connector warns about the flag).
+  StrategyParts own = parts;
+  own.ddp.comm_hook.clear();
+  own.ddp.comm_hook_object.reset();
+  return std::make_shared<FSDPStrategy>(own, parts.fsdp);
+}
+
+}  // namespace volt::strategies
