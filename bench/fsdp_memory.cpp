@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -38,6 +39,7 @@
 #include "volt/core/module.h"
 #include "volt/data/dataloader.h"
 #include "volt/data/dataset.h"
+#include "volt/strategies/fsdp_strategy.h"
 #include "volt/trainer/trainer.h"
 
 namespace {
@@ -221,9 +223,9 @@ int main(int argc, char** argv) {
   const std::string dir = "/tmp/volt_fsdp_memory_" + std::to_string(::getpid());
   std::string forwarded;
   for (const auto& [k, v] : g_args) forwarded += " --" + k + " '" + v + "'";
+  int64_t n = 0;
   {
     TransformerLM probe(arg_int("layers", 12));
-    int64_t n = 0;
     for (const auto& p : probe.parameters()) n += p.numel();
     std::printf("fsdp_memory: transformer LM, %lld layers, %.1fM parameters, Adam, 2 ranks x 1 thread, batch %lld x "
                 "%lld tokens per rank\n",
@@ -266,5 +268,18 @@ int main(int argc, char** argv) {
                 fig(mode, "hwm") / fig("ddp", "hwm"), fig(mode, "step"), fig(mode, "step") / fig("ddp", "step"));
   }
   std::printf("(MiB per rank, the larger rank; counted = parameters + gradients + Adam state just before an optimizer step)\n");
-  return 0;
+  // `volt plan --params` must predict what was counted (within fsdp's per-parameter padding).
+  int failed = 0;
+  for (const auto& mode : modes) {
+    const auto sharding = mode == "ddp" ? volt::strategies::ShardingStrategy::kNoShard
+                                        : volt::strategies::parse_sharding_strategy(mode);
+    const double plan =
+        static_cast<double>(volt::strategies::rank_memory(mode == "ddp" ? "ddp" : "fsdp", sharding, 2, n, 4, 2).total());
+    const double counted = fig(mode, "counted");
+    std::printf("%-14s volt plan predicts %.1f MiB, counted %.1f MiB (%+.3f%%)\n", mode.c_str(), plan / mib,
+                counted / mib, 100.0 * (counted - plan) / plan);
+    if (std::abs(counted - plan) > 0.01 * plan) failed = 1;
+  }
+  if (failed) std::fprintf(stderr, "fsdp_memory: the counted bytes differ from volt plan's by more than 1%%\n");
+  return failed;
 }

@@ -313,7 +313,7 @@ const std::vector<TrainerFlag>& trainer_flags() {
       VOLT_FLAG(accelerator, "auto", "hardware: auto, cpu, gpu, cuda, tpu"),
       VOLT_FLAG(devices, "auto", "devices per node: a count, -1 for all, auto, or ids like 0,1", nullptr,
                 FlagType::kDevices),
-      VOLT_FLAG(strategy, "auto", "auto, single_device, ddp, ddp_spawn, dp, xla, ..."),
+      VOLT_FLAG(strategy, "auto", "auto, single_device, ddp, ddp_spawn, fsdp, dp, xla, ..."),
       VOLT_FLAG(precision, "32-true", "32-true, 16-mixed, bf16-mixed, 64-true, 16-true, ..."),
       VOLT_FLAG(num_nodes, "1", "number of machines", check_num_nodes),
       VOLT_FLAG(num_threads, "0", "intra-op threads per process on CPU; 0: all cores", check_num_threads),

@@ -88,7 +88,9 @@ void check_auto_wrap_policy(const std::string& policy, const std::string& flag) 
     return;
   }
   if (policy.rfind("class:", 0) == 0) {
-    for (const auto& c : split_commas(policy.substr(6))) {
+    const auto classes = split_commas(policy.substr(6));
+    if (classes.empty()) throw ConfigError(flag + "='" + policy + "' names no class." + fix);
+    for (const auto& c : classes) {
       if (c.empty() || c.find_first_of(" \t") != std::string::npos) {
         throw ConfigError(flag + "='" + policy + "' has an empty or blank class name." + fix);
       }
@@ -440,19 +442,45 @@ at::Tensor FSDPStrategy::training_step(Module& module, Batch& batch, StepContext
   return Strategy::training_step(module, batch, ctx);
 }
 
+void FSDPStrategy::reshard() {
+  if (!sharded_mode() || !state_->gathered) return;
+  torch::NoGradGuard no_grad;
+  const int64_t rank = global_rank();
+  for (auto& p : state_->params) {
+    at::Tensor mine = p.whole.narrow(0, rank * p.shard, p.shard);
+    if (fsdp_.sharding_strategy == ShardingStrategy::kFullShard) {
+      mine = mine.clone();
+      p.whole = at::Tensor();
+    }
+    p.param.set_data(mine);
+    p.param.mutable_grad() = p.kept_grad;  // the shard gradient the gather put aside (or none)
+    p.kept_grad = at::Tensor();
+  }
+  state_->gathered = false;
+}
+
+// An evaluation step gathers for its forward and re-shards after it, so that between steps (where
+// callbacks and checkpoints look) the parameters are always the pieces.
 void FSDPStrategy::validation_step(Module& module, Batch& batch, StepContext& ctx) {
+  const bool was = state_->gathered;
   gather("validation_step");
   DDPStrategy::validation_step(module, batch, ctx);
+  if (!was) reshard();
 }
 
 void FSDPStrategy::test_step(Module& module, Batch& batch, StepContext& ctx) {
+  const bool was = state_->gathered;
   gather("test_step");
   DDPStrategy::test_step(module, batch, ctx);
+  if (!was) reshard();
 }
 
 at::Tensor FSDPStrategy::predict_step(Module& module, Batch& batch, StepContext& ctx) {
+  const bool was = state_->gathered;
   gather("predict_step");
-  return DDPStrategy::predict_step(module, batch, ctx);
+  at::Tensor out = DDPStrategy::predict_step(module, batch, ctx);
+  if (!was) reshard();
+  return out;
 }
 
 void FSDPStrategy::backward(const at::Tensor& loss) {
@@ -637,6 +665,26 @@ void FSDPStrategy::teardown() {
   for (auto& p : state_->params) p.kept_grad = at::Tensor();
   state_->failed = false;
   DDPStrategy::teardown();
+}
+
+RankMemory rank_memory(const std::string& strategy, ShardingStrategy sharding, int64_t world_size,
+                       int64_t num_params, int64_t bytes_per_element, int64_t state_tensors_per_param,
+                       bool gradient_as_bucket_view) {
+  const int64_t whole = num_params * bytes_per_element;
+  const int64_t piece = (num_params + world_size - 1) / std::max<int64_t>(world_size, 1) * bytes_per_element;
+  RankMemory m;
+  if (strategy == "fsdp" && sharding != ShardingStrategy::kNoShard && world_size > 1) {
+    m.parameters = sharding == ShardingStrategy::kFullShard ? piece : piece * world_size;
+    m.gradients = piece;
+    m.optimizer_state = piece * state_tensors_per_param;
+    return m;
+  }
+  m.parameters = whole;
+  m.gradients = whole;
+  m.optimizer_state = whole * state_tensors_per_param;
+  const bool reducer = (strategy.rfind("ddp", 0) == 0 || strategy == "fsdp") && world_size > 1;
+  if (reducer && !gradient_as_bucket_view) m.communication_buffers = whole;
+  return m;
 }
 
 std::shared_ptr<Strategy> make_fsdp_strategy(const StrategyParts& parts) {

@@ -27,7 +27,8 @@
 // (ShardedDataset, W loader workers, sample ids as a third tensor); each rank writes the ids it
 // trained on in the order it did (stream_ids) and how many (stream_samples); --stream-skew 1: the training
 // stream's shards differ in size between the ranks (SkewedStream). --fsdp-sharding S, --wrap P and
-// --state-dict-type T: the fsdp.* flags (with --strategy fsdp); --optimizer sgd|adam|lbfgs; --clip V: gradient_clip_val (by norm); --oversubscribe 1:
+// --state-dict-type T: the fsdp.* flags (with --strategy fsdp); --optimizer sgd|adam|lbfgs|adamw|rmsprop|adagrad|momentum (the
+// last four with a StepLR stepping every optimizer step); --clip V: gradient_clip_val (by norm); --oversubscribe 1:
 // allow_cpu_oversubscription (more ranks than cores).
 #include <signal.h>
 #include <unistd.h>
@@ -38,7 +39,10 @@
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/linear.h>
+#include <torch/optim/adagrad.h>
 #include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/rmsprop.h>
 #include <torch/optim/lbfgs.h>
 #include <torch/optim/sgd.h>
 
@@ -133,6 +137,22 @@ class TinyMLP : public volt::Module {
   at::Tensor predict_step(volt::Batch& batch, volt::StepContext&) override { return fc2->forward(hidden(batch[0])); }
   volt::OptimizerConfig configure_optimizers() override {
     const std::string name = arg("optimizer", "sgd");
+    std::shared_ptr<torch::optim::Optimizer> opt;
+    if (name == "adamw") opt = std::make_shared<torch::optim::AdamW>(parameters(), torch::optim::AdamWOptions(0.01));
+    if (name == "rmsprop") {
+      opt = std::make_shared<torch::optim::RMSprop>(parameters(), torch::optim::RMSpropOptions(0.005).momentum(0.5));
+    }
+    if (name == "adagrad") opt = std::make_shared<torch::optim::Adagrad>(parameters(), torch::optim::AdagradOptions(0.05));
+    if (name == "momentum") {
+      opt = std::make_shared<torch::optim::SGD>(parameters(), torch::optim::SGDOptions(0.05).momentum(0.9).nesterov(true));
+    }
+    if (opt) {
+      // With a StepLR halving the rate every 5 steps.
+      volt::LRSchedulerConfig sched;
+      sched.scheduler = std::make_shared<volt::StepLR>(*opt, 5, 0.5);
+      sched.interval = volt::Interval::kStep;
+      return volt::OptimizerConfig(opt, sched);
+    }
     if (name == "adam") {
       return volt::OptimizerConfig(std::make_shared<torch::optim::Adam>(parameters(), torch::optim::AdamOptions(0.01)));
     }

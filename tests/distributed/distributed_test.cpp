@@ -957,6 +957,31 @@ TEST(FSDPStrategy, FullShardAndShardGradOpTrainToDdpsWeightsWithSgdAndWithAdamAn
   EXPECT_GT(max_abs_diff(other[0].params, clipped[0].params), 1e-4) << "clipping at 0.5 changes the weights";
 }
 
+// Each rank steps its pieces with LibTorch's own optimizers, built by configure_optimizers after the sharding;
+// a StepLR halves the rate every 5 steps.
+TEST(FSDPStrategy, AdamWRmspropAdagradAndNesterovMomentumWithAStepLRTrainToDdpsWeights) {
+  for (const std::string opt : {"adamw", "rmsprop", "adagrad", "momentum"}) {
+    SCOPED_TRACE(opt);
+    const std::string steps = "--steps 20 --shuffle 1 --optimizer " + opt;
+    const auto ddp = job("fsdp_opt_ref_" + opt, "--strategy ddp", 2, steps);
+    expect_like(job("fsdp_opt_" + opt, "--strategy fsdp", 2, steps), ddp[0]);
+  }
+}
+
+// Callbacks that average the weights see the pieces between steps (evaluation steps re-shard after their
+// forward) and average them element-wise: the same floats as ddp's, and validate/predict after fit agree too.
+TEST(FSDPStrategy, EmaAndSwaCallbacksValidateAndPredictGiveDdpsResults) {
+  const std::string ema = "--steps 40 --epochs 2 --samples 320 --ema 0.9 --evaluate 1";
+  const auto d = job("fsdp_ema_ref", "--strategy ddp", 2, ema);
+  const auto f = job("fsdp_ema", "--strategy fsdp", 2, ema);
+  expect_like(f, d[0]);
+  EXPECT_EQ(f[0].fields.at("validated_val_loss"), d[0].fields.at("validated_val_loss"));
+  EXPECT_EQ(f[0].fields.at("predicted_sum"), d[0].fields.at("predicted_sum"));
+  const std::string swa = "--steps -1 --epochs 3 --samples 160 --swa 2";
+  expect_like(job("fsdp_swa", "--strategy fsdp --fsdp-sharding shard_grad_op", 2, swa),
+              job("fsdp_swa_ref", "--strategy ddp", 2, swa)[0]);
+}
+
 TEST(FSDPStrategy, GradientAccumulationReducesOnlyAtTheLastMicroBatchAndMatchesDdp) {
   const std::string steps = "--steps 12 --accumulate 3 --optimizer adam";
   const auto ddp = job("fsdp_acc_ref", "--strategy ddp", 2, steps);

@@ -7,7 +7,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cctype>
+#include <cmath>
 #include <cstring>
+#include <iomanip>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -34,6 +37,7 @@
 #include "volt/core/numbers.h"
 #include "volt/core/printable.h"
 #include "volt/core/version.h"
+#include "volt/strategies/fsdp_strategy.h"
 #include "volt/trainer/trainer.h"
 
 namespace {
@@ -82,7 +86,10 @@ constexpr const char* kPlanUsage =
     "usage: volt plan [--accelerator A] [--devices D] [--strategy S] [--precision P] [--num-nodes N]\n"
     "                 [--cluster-environment E] [--assume cpu|cuda=N|tpu=N|tpu=TYPE] [--json]\n"
     "Resolves Trainer flags in this environment (its variables: torchrun, SLURM, ...) into the hardware plan.\n"
-    "--devices takes 2, -1, auto, \"0,1\", \"1,\" or [0,1]. --assume replaces this machine's hardware probe.\n";
+    "                 [--params N --optimizer adam|adamw|sgd|momentum|rmsprop|adagrad] [--fsdp-sharding S]\n"
+    "--devices takes 2, -1, auto, \"0,1\", \"1,\" or [0,1]. --assume replaces this machine's hardware probe.\n"
+    "--params (e.g. 54.6M, 1.3B, 125000000): also what each rank holds of a model that size (parameters,\n"
+    "gradients, optimizer state) under the strategy; --fsdp-sharding: FULL_SHARD, SHARD_GRAD_OP, NO_SHARD.\n";
 
 // Far more machines than any job has; keeps nodes times devices from overflowing.
 constexpr int64_t kMaxNodes = 1000000;
@@ -93,9 +100,89 @@ std::string dump(const nlohmann::json& j) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+/// "54.6M", "1.3B", "125000000", "350k": a number of parameter elements.
+int64_t parse_param_count(const std::string& text) {
+  std::string body = text;
+  double scale = 1;
+  if (!body.empty()) {
+    const char s = static_cast<char>(std::toupper(static_cast<unsigned char>(body.back())));
+    if (s == 'K' || s == 'M' || s == 'B' || s == 'G') {
+      scale = s == 'K' ? 1e3 : s == 'M' ? 1e6 : 1e9;
+      body.pop_back();
+    }
+  }
+  const auto v = volt::numbers::parse_double(body, 1.0, 1e15);
+  if (!v.value || *v.value * scale < 1 || *v.value * scale > 1e15) {
+    throw volt::ConfigError("--params expects a number of parameters such as 54.6M, 1.3B or 125000000, got '" +
+                            volt::printable(text) + "'" + (v.value ? std::string() : ", which " + v.problem) + ".");
+  }
+  return static_cast<int64_t>(std::llround(*v.value * scale));
+}
+
+int64_t optimizer_state_tensors(const std::string& name) {
+  if (name == "adam" || name == "adamw") return 2;
+  if (name == "momentum" || name == "rmsprop" || name == "adagrad") return 1;
+  if (name == "sgd") return 0;
+  throw volt::ConfigError("--optimizer '" + volt::printable(name) +
+                          "' is not known. Use adam, adamw (2 state tensors per parameter), momentum (SGD with "
+                          "momentum), rmsprop, adagrad (1) or sgd (none).");
+}
+
+int64_t bytes_per_element(const std::string& precision) {
+  if (precision == "64-true" || precision == "64") return 8;
+  if (precision == "bf16-true" || precision == "16-true") return 2;
+  return 4;  // 32-true and the mixed precisions keep float32 parameters
+}
+
+volt::strategies::RankMemory plan_memory(const volt::connectors::Plan& plan, int64_t num_params, int64_t state_tensors,
+                                         const volt::TrainerOptions& options) {
+  return volt::strategies::rank_memory(plan.strategy, plan.fsdp.sharding_strategy, plan.world_size, num_params,
+                                       bytes_per_element(plan.precision), state_tensors,
+                                       options.ddp_gradient_as_bucket_view);
+}
+
+nlohmann::json memory_json(const volt::connectors::Plan& plan, int64_t num_params, int64_t state_tensors,
+                           const volt::TrainerOptions& options) {
+  const auto m = plan_memory(plan, num_params, state_tensors, options);
+  return {{"num_params", num_params},         {"parameters", m.parameters},
+          {"gradients", m.gradients},         {"optimizer_state", m.optimizer_state},
+          {"total", m.total()},               {"communication_buffers", m.communication_buffers},
+          {"sharding_strategy", plan.strategy == "fsdp" ? volt::strategies::to_string(plan.fsdp.sharding_strategy) : ""}};
+}
+
+std::string describe_memory(const volt::connectors::Plan& plan, int64_t num_params, const std::string& optimizer,
+                            int64_t state_tensors, const volt::TrainerOptions& options) {
+  const auto m = plan_memory(plan, num_params, state_tensors, options);
+  const auto whole = plan_memory({}, num_params, state_tensors, options);  // one process, no sharding
+  auto mib = [](int64_t b) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%.1f MiB", static_cast<double>(b) / (1024.0 * 1024.0));
+    return std::string(buf);
+  };
+  std::ostringstream out;
+  out << "memory per rank (" << num_params << " parameters, " << bytes_per_element(plan.precision)
+      << " bytes each, " << optimizer << "; strategy " << plan.strategy;
+  if (plan.strategy == "fsdp") out << " " << volt::strategies::to_string(plan.fsdp.sharding_strategy);
+  out << " on " << plan.world_size << " rank(s)):\n"
+      << "  parameters      " << mib(m.parameters) << "\n"
+      << "  gradients       " << mib(m.gradients) << "\n"
+      << "  optimizer state " << mib(m.optimizer_state) << "\n"
+      << "  total           " << mib(m.total()) << " (" << std::fixed << std::setprecision(3)
+      << static_cast<double>(m.total()) / static_cast<double>(std::max<int64_t>(whole.total(), 1))
+      << " of one whole copy)\n";
+  if (m.communication_buffers > 0) {
+    out << "  + " << mib(m.communication_buffers)
+        << " in the Reducer's gradient buckets (ddp.gradient_as_bucket_view=true shares them)\n";
+  }
+  out << "  (activations, and under fsdp the whole parameters inside a step, come on top)\n";
+  return out.str();
+}
+
 int cmd_plan(int argc, char** argv) {
   volt::TrainerOptions options;
   std::string assume;
+  std::string params_text;
+  std::string optimizer = "adam";
   // --json is known before any error, so that every error comes out as JSON with it.
   const bool json = std::any_of(argv + 1, argv + argc, [](const char* a) { return std::strcmp(a, "--json") == 0; });
   try {
@@ -133,6 +220,12 @@ int cmd_plan(int argc, char** argv) {
         options.cluster_environment = next();
       } else if (arg == "--assume") {
         assume = next();
+      } else if (arg == "--params") {
+        params_text = next();
+      } else if (arg == "--optimizer") {
+        optimizer = next();
+      } else if (arg == "--fsdp-sharding") {
+        options.fsdp_sharding_strategy = next();
       } else {
         throw volt::ConfigError("unknown option '" + volt::printable(arg) + "'. " + std::string(kPlanUsage));
       }
@@ -140,11 +233,17 @@ int cmd_plan(int argc, char** argv) {
     const volt::Environ env = volt::Environ::current();
     const auto probe = assume.empty() ? volt::accelerators::HardwareProbe::detect(env)
                                       : volt::accelerators::HardwareProbe::assume(assume, env);
+    const int64_t num_params = params_text.empty() ? 0 : parse_param_count(params_text);
+    const int64_t state_tensors = optimizer_state_tensors(optimizer);
     volt::connectors::AcceleratorConnector connector(options, env, probe);
+    const auto& plan = connector.plan();
     if (json) {
-      std::cout << connector.plan().to_json() << "\n";
+      nlohmann::json out = nlohmann::json::parse(plan.to_json());
+      if (num_params > 0) out["memory_per_rank"] = memory_json(plan, num_params, state_tensors, options);
+      std::cout << dump(out) << "\n";
     } else {
-      std::cout << connector.plan().describe();
+      std::cout << plan.describe();
+      if (num_params > 0) std::cout << describe_memory(plan, num_params, optimizer, state_tensors, options);
     }
     return 0;
   } catch (const std::exception& e) {

@@ -69,6 +69,8 @@ class FSDPStrategy : public DDPStrategy {
   void gather(const char* why);
   /// Averages the gradients across ranks into shards and puts the shards back in the parameters.
   void reduce_scatter_and_reshard();
+  /// The pieces back in the parameters without a reduction (after an evaluation step).
+  void reshard();
   at::Tensor full_value(size_t index);
   /// state_dict_type "sharded": every rank writes its file into the folder `path`, rank 0 the metadata last.
   void save_sharded_checkpoint(const Checkpoint& checkpoint, const std::string& path);
@@ -77,6 +79,25 @@ class FSDPStrategy : public DDPStrategy {
   FSDPOptions fsdp_;
   std::unique_ptr<State> state_;
 };
+
+/// What one rank holds of a model of `num_params` parameter elements: bytes of parameters, gradients and
+/// optimizer state between a backward and its optimizer step (`volt plan --params`; bench/fsdp_memory
+/// measures the same three). Padding is counted as fsdp pads: ceil(num_params / world_size) per rank.
+struct RankMemory {
+  int64_t parameters = 0;
+  int64_t gradients = 0;
+  int64_t optimizer_state = 0;
+  /// Held besides, by the strategy (ddp's Reducer buckets), in bytes; not in total().
+  int64_t communication_buffers = 0;
+  int64_t total() const { return parameters + gradients + optimizer_state; }
+};
+/// `strategy`: a registry name (fsdp uses `sharding`; every other one keeps whole copies);
+/// `bytes_per_element` of the parameters (4 for 32-true and the mixed precisions, 2 for bf16-/16-true,
+/// 8 for 64-true); `state_tensors_per_param`: the optimizer's state tensors of a parameter's size
+/// (Adam, AdamW 2; SGD with momentum, RMSprop, Adagrad 1; plain SGD 0).
+RankMemory rank_memory(const std::string& strategy, ShardingStrategy sharding, int64_t world_size,
+                       int64_t num_params, int64_t bytes_per_element, int64_t state_tensors_per_param,
+                       bool gradient_as_bucket_view = false);
 
 /// The factory behind "fsdp".
 std::shared_ptr<Strategy> make_fsdp_strategy(const StrategyParts& parts);
