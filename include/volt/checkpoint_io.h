@@ -6,6 +6,7 @@
 #include "volt/checkpoint_io/lightning_layout.h"
 #include "volt/checkpoint_io/load_weights.h"
 #include "volt/checkpoint_io/optimizer_state.h"
+#include "volt/checkpoint_io/sharded_checkpoint.h"
 #include "volt/checkpoint_io/torch_checkpoint_io.h"
 #include "volt/checkpoint_io/safetensors.h"
 #include "volt/checkpoint_io/state_dict.h"

@@ -3,6 +3,7 @@
 #include "volt/strategies/comm_hooks.h"
 #include "volt/strategies/ddp_strategy.h"
 #include "volt/strategies/dp_strategy.h"
+#include "volt/strategies/fsdp_strategy.h"
 #include "volt/strategies/launchers/launched_stage.h"
 #include "volt/strategies/launchers/launcher.h"
 #include "volt/strategies/launchers/spawn_launcher.h"

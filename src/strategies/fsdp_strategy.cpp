@@ -378,7 +378,9 @@ void FSDPStrategy::reduce_scatter_and_reshard() {
   const auto start = [&](size_t u) {
     const auto& unit = state_->units[u];
     if (unit.total == 0) return false;
-    const auto options = state_->params[unit.members.front()].param.options();
+    // Under bf16-mixed the gradients travel as bfloat16 (Lightning's reduce_dtype for that precision: half
+    // the bytes); they are summed in float32.
+    const auto options = state_->params[unit.members.front()].param.options().dtype(reduce_dtype(unit.dtype));
     at::Tensor in = at::zeros({w, unit.total}, options);
     for (size_t k = 0; k < unit.members.size(); ++k) {
       auto& p = state_->params[unit.members[k]];
@@ -403,7 +405,8 @@ void FSDPStrategy::reduce_scatter_and_reshard() {
     works[u]->wait();
     works[u].reset();
     const auto& unit = state_->units[u];
-    const bool low = unit.dtype == at::kBFloat16 || unit.dtype == at::kHalf;
+    const auto travelled = received[u].scalar_type();
+    const bool low = travelled == at::kBFloat16 || travelled == at::kHalf;
     summed[u] = (low ? received[u].to(at::kFloat) : received[u]).sum(0).div_(static_cast<double>(w)).to(unit.dtype);
     received[u] = at::Tensor();
   };
@@ -440,6 +443,10 @@ at::Tensor FSDPStrategy::training_step(Module& module, Batch& batch, StepContext
   raise_if_a_rank_failed();
   gather("training_step");
   return Strategy::training_step(module, batch, ctx);
+}
+
+at::ScalarType FSDPStrategy::reduce_dtype(at::ScalarType param_dtype) const {
+  return param_dtype == at::kFloat && precision_->name() == "bf16-mixed" ? at::kBFloat16 : param_dtype;
 }
 
 void FSDPStrategy::reshard() {

@@ -439,12 +439,15 @@ TEST(Cli, TrainerSectionHoldsExactlyTheTablesFlagsInItsOrder) {
   std::ostringstream out;
   Cli cli("prog");
   EXPECT_FALSE(parse(cli, {"--print-config"}, &out));
-  // The table's rows in the trainer section, then its tuner.* rows in the tuner section, its ddp.* rows in ddp.
+  // The table's rows in the trainer section, then its tuner.* rows in the tuner section, its ddp.* rows in ddp,
+  // its fsdp.* rows in fsdp.
   std::vector<std::string> keys;
   std::istringstream lines(out.str());
   std::string section;
   for (std::string line; std::getline(lines, line);) {
-    if (line == "trainer:" || line == "tuner:" || line == "ddp:") section = line.substr(0, line.size() - 1);
+    if (line == "trainer:" || line == "tuner:" || line == "ddp:" || line == "fsdp:") {
+      section = line.substr(0, line.size() - 1);
+    }
     else if (!line.empty() && line[0] != ' ') section.clear();
     else if (!section.empty()) keys.push_back(section + "." + line.substr(2, line.find(':') - 2));
   }

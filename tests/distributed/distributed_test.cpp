@@ -982,6 +982,18 @@ TEST(FSDPStrategy, EmaAndSwaCallbacksValidateAndPredictGiveDdpsResults) {
               job("fsdp_swa_ref", "--strategy ddp", 2, swa)[0]);
 }
 
+// bf16-mixed: float32 parameters and optimizer state, autocast forward, gradients reduce-scattered as bfloat16
+// (half the bytes). Under CPU autocast the weight gradients come out of bfloat16 matrix products, so they are
+// bfloat16 values already and the transport loses nothing: the weights are ddp's (measured: equal).
+TEST(FSDPStrategy, Bf16MixedReducesInBfloat16AndTrainsToDdpsWeights) {
+  const std::string flags = "--steps 20 --shuffle 1 --precision bf16-mixed --optimizer adam";
+  const auto d = job("fsdp_bf16_ref", "--strategy ddp", 2, flags);
+  const auto f = job("fsdp_bf16", "--strategy fsdp", 2, flags);
+  expect_like(f, d[0]);
+  const auto fp32 = job("fsdp_bf16_fp32", "--strategy fsdp", 2, "--steps 20 --shuffle 1 --optimizer adam");
+  EXPECT_GT(max_abs_diff(f[0].params, fp32[0].params), 1e-4) << "bf16-mixed must compute in bfloat16";
+}
+
 TEST(FSDPStrategy, GradientAccumulationReducesOnlyAtTheLastMicroBatchAndMatchesDdp) {
   const std::string steps = "--steps 12 --accumulate 3 --optimizer adam";
   const auto ddp = job("fsdp_acc_ref", "--strategy ddp", 2, steps);

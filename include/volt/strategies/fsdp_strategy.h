@@ -71,6 +71,9 @@ class FSDPStrategy : public DDPStrategy {
   void reduce_scatter_and_reshard();
   /// The pieces back in the parameters without a reduction (after an evaluation step).
   void reshard();
+  /// The dtype gradients of `param_dtype` are reduce-scattered in: bfloat16 for float32 parameters
+  /// under precision bf16-mixed (Lightning's FSDP mixed precision), else their own.
+  at::ScalarType reduce_dtype(at::ScalarType param_dtype) const;
   at::Tensor full_value(size_t index);
   /// state_dict_type "sharded": every rank writes its file into the folder `path`, rank 0 the metadata last.
   void save_sharded_checkpoint(const Checkpoint& checkpoint, const std::string& path);
