@@ -100,20 +100,22 @@ void check_auto_wrap_policy(const std::string& policy, const std::string& flag) 
   throw ConfigError(flag + "='" + policy + "' is not a wrap policy." + fix);
 }
 
+struct FSDPStrategy::StateParam {
+  std::string name;
+  at::Tensor param;  ///< the module's Parameter (the same object throughout)
+  std::vector<int64_t> shape;
+  int64_t numel = 0;
+  int64_t shard = 0;  ///< ceil(numel / world size)
+  /// The whole parameter, zero-padded to shard * world size elements: while gathered, and between
+  /// steps under SHARD_GRAD_OP (the shard is then a view into it).
+  at::Tensor whole;
+  /// A shard-shaped gradient the gather put aside (LibTorch 1.13's zero_grad keeps zeroed
+  /// gradients); added to the shard gradient of the next reduce-scatter.
+  at::Tensor kept_grad;
+};
+
 struct FSDPStrategy::State {
-  struct Param {
-    std::string name;
-    at::Tensor param;  ///< the module's Parameter (the same object throughout)
-    std::vector<int64_t> shape;
-    int64_t numel = 0;
-    int64_t shard = 0;  ///< ceil(numel / world size)
-    /// The whole parameter, zero-padded to shard * world size elements: while gathered, and between
-    /// steps under SHARD_GRAD_OP (the shard is then a view into it).
-    at::Tensor whole;
-    /// A shard-shaped gradient the gather put aside (LibTorch 1.13's zero_grad keeps zeroed
-    /// gradients); added to the shard gradient of the next reduce-scatter.
-    at::Tensor kept_grad;
-  };
+  using Param = StateParam;
   struct Unit {
     std::string name;
     std::vector<size_t> members;
@@ -523,6 +525,23 @@ void FSDPStrategy::clip_gradients(torch::optim::Optimizer& optimizer, double val
   for (auto& g : grads) g.mul_(coef.to(g.scalar_type()));
 }
 
+void FSDPStrategy::for_each_optimizer_state(
+    std::map<std::string, at::Tensor>& tensors,
+    const std::function<void(std::map<std::string, at::Tensor>::iterator, const StateParam&)>& fn) const {
+  for (size_t o = 0; o < state_->optimizer_params.size(); ++o) {
+    const auto& indices = state_->optimizer_params[o];
+    for (size_t k = 0; k < indices.size(); ++k) {
+      if (indices[k] < 0) continue;
+      const auto& p = state_->params[static_cast<size_t>(indices[k])];
+      const std::string prefix = "optimizer_states." + std::to_string(o) + ".state." + std::to_string(k) + ".";
+      for (auto it = tensors.lower_bound(prefix);
+           it != tensors.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
+        if (it->second.dim() > 0) fn(it, p);  // not the step counters
+      }
+    }
+  }
+}
+
 at::Tensor FSDPStrategy::full_value(size_t index) {
   const auto& p = state_->params[index];
   if (state_->gathered) return p.param.detach().clone();
@@ -544,25 +563,15 @@ void FSDPStrategy::save_checkpoint(const Checkpoint& checkpoint, const std::stri
     const auto it = full.tensors.find("state_dict." + state_->params[i].name);
     if (it != full.tensors.end()) it->second = full_value(i);
   }
-  for (size_t o = 0; o < state_->optimizer_params.size(); ++o) {
-    const auto& indices = state_->optimizer_params[o];
-    for (size_t k = 0; k < indices.size(); ++k) {
-      if (indices[k] < 0) continue;
-      const auto& p = state_->params[static_cast<size_t>(indices[k])];
-      const std::string prefix = "optimizer_states." + std::to_string(o) + ".state." + std::to_string(k) + ".";
-      for (auto it = full.tensors.lower_bound(prefix);
-           it != full.tensors.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
-        if (it->second.dim() == 0) continue;  // step counters
-        if (it->second.numel() != p.shard) {
-          throw CheckpointError(who() + ": the optimizer state " + it->first + " of " + p.name + " has " +
-                                std::to_string(it->second.numel()) + " elements, not this rank's shard of " +
-                                std::to_string(p.shard) + "; it cannot be gathered into a full checkpoint.");
-        }
-        const auto pieces = all_gather(it->second.detach().reshape(-1).contiguous());
-        it->second = at::cat(pieces).narrow(0, 0, p.numel).view(p.shape).clone();
-      }
+  for_each_optimizer_state(full.tensors, [&](std::map<std::string, at::Tensor>::iterator it, const State::Param& p) {
+    if (it->second.numel() != p.shard) {
+      throw CheckpointError(who() + ": the optimizer state " + it->first + " of " + p.name + " has " +
+                            std::to_string(it->second.numel()) + " elements, not this rank's shard of " +
+                            std::to_string(p.shard) + "; it cannot be gathered into a full checkpoint.");
     }
-  }
+    const auto pieces = all_gather(it->second.detach().reshape(-1).contiguous());
+    it->second = at::cat(pieces).narrow(0, 0, p.numel).view(p.shape).clone();
+  });
   if (full.meta.is_object() && full.meta.contains("volt") && full.meta["volt"].is_object()) {
     full.meta["volt"]["fsdp"] = {{"sharding_strategy", to_string(fsdp_.sharding_strategy)},
                                  {"world_size", world_size()},
@@ -583,19 +592,9 @@ void FSDPStrategy::save_sharded_checkpoint(const Checkpoint& checkpoint, const s
     it->second = state_->gathered ? p.whole.narrow(0, rank * p.shard, p.shard).clone() : p.param.detach().clone();
     sharded.push_back({key, p.shape, p.numel, p.shard});
   }
-  for (size_t o = 0; o < state_->optimizer_params.size(); ++o) {
-    const auto& indices = state_->optimizer_params[o];
-    for (size_t k = 0; k < indices.size(); ++k) {
-      if (indices[k] < 0) continue;
-      const auto& p = state_->params[static_cast<size_t>(indices[k])];
-      const std::string prefix = "optimizer_states." + std::to_string(o) + ".state." + std::to_string(k) + ".";
-      for (auto it = mine.tensors.lower_bound(prefix);
-           it != mine.tensors.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
-        if (it->second.dim() == 0) continue;
-        sharded.push_back({it->first, p.shape, p.numel, p.shard});
-      }
-    }
-  }
+  for_each_optimizer_state(mine.tensors, [&](std::map<std::string, at::Tensor>::iterator it, const State::Param& p) {
+    sharded.push_back({it->first, p.shape, p.numel, p.shard});
+  });
   nlohmann::json info = {{"sharding_strategy", to_string(fsdp_.sharding_strategy)},
                          {"world_size", world_size()},
                          {"state_dict_type", "sharded"}};
@@ -641,24 +640,14 @@ Checkpoint FSDPStrategy::load_checkpoint(const std::string& path) {
     }
     it->second = shard_of(it->second, p);
   }
-  for (size_t o = 0; o < state_->optimizer_params.size(); ++o) {
-    const auto& indices = state_->optimizer_params[o];
-    for (size_t k = 0; k < indices.size(); ++k) {
-      if (indices[k] < 0) continue;
-      const auto& p = state_->params[static_cast<size_t>(indices[k])];
-      const std::string prefix = "optimizer_states." + std::to_string(o) + ".state." + std::to_string(k) + ".";
-      for (auto it = c.tensors.lower_bound(prefix);
-           it != c.tensors.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
-        if (it->second.dim() == 0) continue;
-        if (it->second.numel() != p.numel) {
-          throw CheckpointError("checkpoint '" + path + "': the optimizer state " + it->first + " has shape " +
-                                shape_text(it->second.sizes()) + ", but parameter " + p.name + " has " +
-                                shape_text(p.shape) + ". It was written for another model.");
-        }
-        it->second = shard_of(it->second, p);
-      }
+  for_each_optimizer_state(c.tensors, [&](std::map<std::string, at::Tensor>::iterator it, const State::Param& p) {
+    if (it->second.numel() != p.numel) {
+      throw CheckpointError("checkpoint '" + path + "': the optimizer state " + it->first + " has shape " +
+                            shape_text(it->second.sizes()) + ", but parameter " + p.name + " has " +
+                            shape_text(p.shape) + ". It was written for another model.");
     }
-  }
+    it->second = shard_of(it->second, p);
+  });
   return c;
 }
 

@@ -1,4 +1,6 @@
 #pragma once
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -79,6 +81,12 @@ class FSDPStrategy : public DDPStrategy {
   void save_sharded_checkpoint(const Checkpoint& checkpoint, const std::string& path);
 
   struct State;
+  struct StateParam;
+  /// `fn(entry, parameter)` for each piece-shaped optimizer state tensor in `tensors` (checkpoint
+  /// names "optimizer_states.<i>.state.<p>.<key>" of a sharded parameter; not the 0-dim step counters).
+  void for_each_optimizer_state(
+      std::map<std::string, at::Tensor>& tensors,
+      const std::function<void(std::map<std::string, at::Tensor>::iterator, const StateParam&)>& fn) const;
   FSDPOptions fsdp_;
   std::unique_ptr<State> state_;
 };
