@@ -258,11 +258,11 @@ std::function<void()> set_options(OptimizerKind kind, optim::OptimizerOptions& o
       const int64_t history = count("history_size", o.history_size());
       const double tg = number(g, "tolerance_grad", o.tolerance_grad(), where, problems);
       const double tc = number(g, "tolerance_change", o.tolerance_change(), where, problems);
-      c10::optional<std::string> search = o.line_search_fn();
+      auto search = o.line_search_fn();  // c10::optional in LibTorch 1.13, std::optional in 2.x
       if (g.contains("line_search_fn")) {
         const json& f = g["line_search_fn"];
         if (f.is_null()) {
-          search = c10::nullopt;
+          search.reset();
         } else if (f == "strong_wolfe") {
           search = std::string("strong_wolfe");
         } else {

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <iostream>
 #include <thread>
+#include <type_traits>
+#include <unordered_map>
 
 #include <torch/csrc/autograd/grad_mode.h>
 #include <torch/csrc/distributed/c10d/comm.hpp>
@@ -25,6 +27,29 @@ c10d::ReduceOp to_c10d(ReduceOp op) {
     case ReduceOp::kMax: return c10d::ReduceOp::MAX;
     case ReduceOp::kMin: return c10d::ReduceOp::MIN;
     default: return c10d::ReduceOp::SUM;
+  }
+}
+
+/// c10d::Reducer's constructor by LibTorch version: up to 2.6 it takes the per-bucket size limits
+/// third; later versions dropped them and take skip_all_reduce_unused_params and use_python_reducer
+/// last (PyTorch's own DDP passes false for both). `R` is a template parameter so that only the
+/// matching branch is compiled.
+template <typename R = c10d::Reducer>
+std::unique_ptr<R> make_reducer(std::vector<at::Tensor> params, std::vector<std::vector<size_t>> buckets,
+                                std::vector<size_t> limits, c10::intrusive_ptr<c10d::ProcessGroup> pg,
+                                std::vector<bool> sparse, int64_t cap, bool find_unused, bool as_bucket_view,
+                                std::unordered_map<size_t, std::string> names, int64_t first) {
+  if constexpr (std::is_constructible_v<R, std::vector<at::Tensor>, std::vector<std::vector<size_t>>,
+                                        std::vector<size_t>, c10::intrusive_ptr<c10d::ProcessGroup>,
+                                        std::vector<bool>, int64_t, bool, bool,
+                                        std::unordered_map<size_t, std::string>, int64_t>) {
+    return std::make_unique<R>(std::move(params), std::move(buckets), std::move(limits), std::move(pg),
+                               std::move(sparse), cap, find_unused, as_bucket_view, std::move(names), first);
+  } else {
+    (void)limits;  // the bucket assignment alone; the Reducer derives the limits
+    return std::make_unique<R>(std::move(params), std::move(buckets), std::move(pg), std::move(sparse), cap,
+                               find_unused, as_bucket_view, std::move(names), first,
+                               /*skip_all_reduce_unused_params=*/false, /*use_python_reducer=*/false);
   }
 }
 
@@ -201,10 +226,9 @@ void DDPStrategy::setup(Module& module) {
   // Gradients arrive roughly in reverse order of registration (as PyTorch's DDP orders them).
   std::reverse(buckets.begin(), buckets.end());
   std::reverse(limits.begin(), limits.end());
-  impl_->reducer = std::make_unique<c10d::Reducer>(params, buckets, limits, impl_->pg, sparse,
-                                                   static_cast<int64_t>(cap), options_.find_unused_parameters,
-                                                   options_.gradient_as_bucket_view, names,
-                                                   static_cast<int64_t>(first));
+  impl_->reducer = make_reducer(params, buckets, limits, impl_->pg, sparse, static_cast<int64_t>(cap),
+                                options_.find_unused_parameters, options_.gradient_as_bucket_view, names,
+                                static_cast<int64_t>(first));
   const bool any_bf16 = std::any_of(params.begin(), params.end(),
                                     [](const at::Tensor& t) { return t.scalar_type() == at::kBFloat16; });
   if (const auto& hook = impl_->comm_hook) {
