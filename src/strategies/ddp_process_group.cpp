@@ -14,7 +14,12 @@
 #include <thread>
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+// PyTorch's pip wheels ship c10d's Gloo header but not Gloo's own headers, which it includes: such a
+// build has NCCL only (the gloo backend is refused when the process group is made, naming why).
+#if __has_include(<gloo/algorithm.h>)
+#define VOLT_HAS_GLOO_HEADERS 1
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#endif
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #ifdef VOLT_WITH_NCCL
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
@@ -332,6 +337,11 @@ void DDPStrategy::join_new_process_group() {
     return;
   }
 #endif
+#ifndef VOLT_HAS_GLOO_HEADERS
+  throw NotSupportedError(who() + ": backend '" + options_.backend + "' needs Gloo, and this Volt was built without "
+                          "Gloo's headers (gloo/algorithm.h; a pip PyTorch ships none). Use backend='nccl' on "
+                          "GPUs, or build Volt where Gloo's headers are installed (Debian: libgloo-dev).");
+#else
   auto gloo_opts = c10d::ProcessGroupGloo::Options::create(options_.timeout);
   const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
   try {
@@ -364,6 +374,7 @@ void DDPStrategy::join_new_process_group() {
                                               : ". Set GLOO_SOCKET_IFNAME to the network interface the ranks "
                                                 "share if this host has several."));
   }
+#endif
 }
 
 }  // namespace volt::strategies

@@ -32,24 +32,34 @@ c10d::ReduceOp to_c10d(ReduceOp op) {
 
 /// c10d::Reducer's constructor by LibTorch version: up to 2.6 it takes the per-bucket size limits
 /// third; later versions dropped them and take skip_all_reduce_unused_params and use_python_reducer
-/// last (PyTorch's own DDP passes false for both). `R` is a template parameter so that only the
-/// matching branch is compiled.
+/// last (PyTorch's own DDP passes false for both), and 2.11 a list of bucket caps after those (empty:
+/// every bucket by bucket_bytes_cap, as PyTorch's DDP passes without bucket_cap_mb_list). `R` is a
+/// template parameter so that only the matching branch is compiled.
 template <typename R = c10d::Reducer>
 std::unique_ptr<R> make_reducer(std::vector<at::Tensor> params, std::vector<std::vector<size_t>> buckets,
                                 std::vector<size_t> limits, c10::intrusive_ptr<c10d::ProcessGroup> pg,
                                 std::vector<bool> sparse, int64_t cap, bool find_unused, bool as_bucket_view,
                                 std::unordered_map<size_t, std::string> names, int64_t first) {
-  if constexpr (std::is_constructible_v<R, std::vector<at::Tensor>, std::vector<std::vector<size_t>>,
-                                        std::vector<size_t>, c10::intrusive_ptr<c10d::ProcessGroup>,
-                                        std::vector<bool>, int64_t, bool, bool,
-                                        std::unordered_map<size_t, std::string>, int64_t>) {
+  using Params = std::vector<at::Tensor>;
+  using Buckets = std::vector<std::vector<size_t>>;
+  using Group = c10::intrusive_ptr<c10d::ProcessGroup>;
+  using Names = std::unordered_map<size_t, std::string>;
+  if constexpr (std::is_constructible_v<R, Params, Buckets, std::vector<size_t>, Group, std::vector<bool>, int64_t,
+                                        bool, bool, Names, int64_t>) {
     return std::make_unique<R>(std::move(params), std::move(buckets), std::move(limits), std::move(pg),
                                std::move(sparse), cap, find_unused, as_bucket_view, std::move(names), first);
-  } else {
+  } else if constexpr (std::is_constructible_v<R, Params, Buckets, Group, std::vector<bool>, int64_t, bool, bool,
+                                               Names, int64_t, bool, bool>) {
     (void)limits;  // the bucket assignment alone; the Reducer derives the limits
     return std::make_unique<R>(std::move(params), std::move(buckets), std::move(pg), std::move(sparse), cap,
                                find_unused, as_bucket_view, std::move(names), first,
                                /*skip_all_reduce_unused_params=*/false, /*use_python_reducer=*/false);
+  } else {
+    (void)limits;
+    return std::make_unique<R>(std::move(params), std::move(buckets), std::move(pg), std::move(sparse), cap,
+                               find_unused, as_bucket_view, std::move(names), first,
+                               /*skip_all_reduce_unused_params=*/false, /*use_python_reducer=*/false,
+                               std::vector<int64_t>{});
   }
 }
 
