@@ -140,7 +140,22 @@ build_all() { cmake --build "$build" -j "$jobs" --target volt volt_cuda_tests gp
 
 cuda_tests() {
   set -e
-  "$build/tests/cuda/volt_cuda_tests" --gtest_color=no
+  local bin=$build/tests/cuda/volt_cuda_tests rc=0
+  "$bin" --gtest_color=no || rc=$?
+  if [ "$rc" -ge 128 ]; then
+    # A crash hides which test it was (gtest's output stops mid-test): each test alone, then a backtrace
+    # of the first that crashes (cuda-gdb debugs host code too; the GPU machine has no gdb).
+    echo "volt_cuda_tests died (exit $rc); each test alone:"
+    local t crashed=""
+    for t in $("$bin" --gtest_list_tests | awk '/^[^ ]/ {s = $1} /^  / {print s $1}'); do
+      "$bin" --gtest_color=no --gtest_brief=1 "--gtest_filter=$t" >/dev/null 2>&1 && echo "  ok      $t" ||
+        { echo "  FAILED  $t (exit $?)"; [ -n "$crashed" ] || crashed=$t; }
+    done
+    if [ -n "$crashed" ] && command -v cuda-gdb >/dev/null; then
+      timeout 60 cuda-gdb -q -batch -ex run -ex bt --args "$bin" "--gtest_filter=$crashed" 2>&1 | tail -n 40
+    fi
+  fi
+  [ "$rc" -eq 0 ]
   local out=$logs/tests.log
   if [ "$mode" = dry ]; then
     # No GPU here: every test must have skipped, naming why.

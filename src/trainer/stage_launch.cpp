@@ -139,7 +139,7 @@ Trainer::Impl::StageResult Trainer::Impl::spawn_take_back(Stage stage, Module& m
     if (!in) throw DistributedError("the spawned workers finished but left no predictions (" + path + ").");
     const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     const auto list = torch::jit::pickle_load(bytes).toTensorList();
-    for (const at::Tensor& t : list) out.predictions.push_back(t);
+    for (size_t i = 0; i < list.size(); ++i) out.predictions.push_back(list.get(i));
     return out;
   }
   const std::string path = dir + "/" + kResultFile;
