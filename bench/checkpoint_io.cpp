@@ -28,6 +28,7 @@
 #include "volt/checkpoint_io/async_checkpoint_io.h"
 #include "volt/checkpoint_io/torch_checkpoint_io.h"
 #include "volt/core/error.h"
+#include "volt/core/file_check.h"
 
 namespace {
 
@@ -215,7 +216,7 @@ int main(int argc, char** argv) {
     std::printf("  sync  (TorchCheckpointIO)  %.3f s\n", median(sync_block));
     std::printf("  async (AsyncCheckpointIO)  %.3f s  (background write finished after %.3f s)\n", median(async_block),
                 median(async_total));
-    std::filesystem::remove_all(a.dir);
+    { std::error_code ec_rm; volt::remove_tree(a.dir, ec_rm); }
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "checkpoint_io: " << e.what() << "\n";

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "volt/core/error.h"
+#include "volt/core/file_check.h"
 #include "volt/data/dataloader.h"
 #include "volt/data/image/decode.h"
 #include "volt/data/image/image_folder.h"
@@ -225,7 +226,7 @@ int main(int argc, char** argv) {
                 static_cast<double>(a.images) / median(decode_s));
     std::printf("malloc: glibc, %s\n", a.tune_malloc ? "mmap/trim thresholds raised on both sides" : "defaults");
     std::error_code ec;
-    fs::remove_all(a.dir, ec);
+    volt::remove_tree(a.dir, ec);
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "image_loader: " << e.what() << "\n";

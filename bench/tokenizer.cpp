@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "volt/core/error.h"
+#include "volt/core/file_check.h"
 #include "volt/data/text/sentencepiece_tokenizer.h"
 #include "volt/data/text/token_file.h"
 #include "volt/data/text/token_window_dataset.h"
@@ -218,7 +219,7 @@ int main(int argc, char** argv) {
       fs::path dir;
       ~RemoveAtExit() {
         std::error_code ec;
-        fs::remove_all(dir, ec);
+        volt::remove_tree(dir.string(), ec);
       }
     } remove_at_exit{dir};
     const std::string corpus = prepare_corpus(a, dir);

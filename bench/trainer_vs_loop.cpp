@@ -305,7 +305,7 @@ int main(int argc, char** argv) {
       std::printf("volt 32-true %8.3f s/epoch (%7.1f steps/s)  volt %s %8.3f s/epoch (%7.1f steps/s)  speed-up %.3fx\n",
                   m32, static_cast<double>(steps) / m32, a.compare_precision.c_str(), mo,
                   static_cast<double>(steps) / mo, m32 / mo);
-      std::filesystem::remove_all(root);
+      { std::error_code ec_rm; volt::remove_tree(root, ec_rm); }
       return 0;
     }
 
@@ -315,7 +315,7 @@ int main(int argc, char** argv) {
     const bool equal = equal_weights(wp, wv);
     std::printf("final weights bitwise equal (progress bar and logging off): %s\n", equal ? "yes" : "NO");
     if (a.check_only) {
-      std::filesystem::remove_all(root);
+      { std::error_code ec_rm; volt::remove_tree(root, ec_rm); }
       return equal ? 0 : 1;
     }
 
@@ -360,7 +360,7 @@ int main(int argc, char** argv) {
       if (!a.profiler.empty()) {
         std::printf("profiler=%s over profiler off: %.4f\n", a.profiler.c_str(), median(sides[2].s) / median(sides[1].s));
       }
-      std::filesystem::remove_all(root);
+      { std::error_code ec_rm; volt::remove_tree(root, ec_rm); }
       return status;
     }
     for (const bool logging : {false, true}) {
@@ -381,7 +381,7 @@ int main(int argc, char** argv) {
                   logging ? "progress bar + CSV logging on:" : "progress bar + logging off:", mp,
                   static_cast<double>(steps) / mp, mv, static_cast<double>(steps) / mv, mv / mp);
     }
-    std::filesystem::remove_all(root);
+    { std::error_code ec_rm; volt::remove_tree(root, ec_rm); }
     return status;
   } catch (const std::exception& e) {
     std::cerr << "trainer_vs_loop: " << e.what() << "\n";

@@ -1,6 +1,10 @@
 #include "volt/core/file_check.h"
 
+#include <ftw.h>
 #include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdio>
 
 #include <filesystem>
 
@@ -74,6 +78,38 @@ std::string folder_problem(const std::string& path, const std::string& what, con
   }
   return what + " " + quote_path(path) + " is " + (kind == FileKind::kRegular ? "a file" : describe(kind)) +
          ", not a folder." + tail;
+}
+
+namespace {
+// nftw takes a plain function: the walk's count and first error live here, one walk per thread.
+thread_local std::uintmax_t removed_count = 0;
+thread_local int first_errno = 0;
+
+int remove_entry(const char* path, const struct stat*, int, struct FTW*) {
+  if (std::remove(path) == 0) {
+    ++removed_count;
+  } else if (first_errno == 0) {
+    first_errno = errno;
+  }
+  return 0;  // go on: remove what can be removed
+}
+}  // namespace
+
+std::uintmax_t remove_tree(const std::string& path, std::error_code& ec) {
+  ec.clear();
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno != ENOENT) ec.assign(errno, std::generic_category());
+    return 0;
+  }
+  removed_count = 0;
+  first_errno = 0;
+  // Depth first (a folder after its contents), links not followed, the walk stays on its file system.
+  if (::nftw(path.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) != 0 && first_errno == 0) {
+    first_errno = errno;
+  }
+  if (first_errno != 0) ec.assign(first_errno, std::generic_category());
+  return removed_count;
 }
 
 }  // namespace volt

@@ -9,6 +9,7 @@
 
 #include "volt/checkpoint_io/sharded_checkpoint.h"
 #include "volt/core/error.h"
+#include "volt/core/file_check.h"
 #include "volt/strategies/strategy_registry.h"
 
 namespace volt::strategies {
@@ -138,7 +139,7 @@ void Strategy::remove_checkpoint(const std::string& path) {
   if (!is_global_zero()) return;
   if (checkpoint_io::is_sharded_checkpoint(path)) {
     std::error_code ec;
-    std::filesystem::remove_all(path, ec);
+    remove_tree(path, ec);
     if (ec) throw CheckpointError("cannot remove sharded checkpoint '" + path + "': " + ec.message());
     return;
   }

@@ -15,6 +15,7 @@
 #include "support/temp_dir.h"
 #include "volt/core/environ.h"
 #include "volt/core/error.h"
+#include "volt/core/file_check.h"
 #include "volt/core/input_file.h"
 #include "volt/core/numbers.h"
 #include "volt/core/printable.h"
@@ -181,5 +182,30 @@ TEST(Environ, ValueThatIsNotUtf8IsShownEscaped) {
     EXPECT_NE(std::string(e.what()).find("RANK='\\xff'"), std::string::npos) << e.what();
   }
 }
+
+// Volt's own remove_all (volt::remove_tree): a pip PyTorch's libtorch.so exports a copy of
+// std::filesystem::remove_all that crashes when it binds in place of libstdc++'s.
+TEST(RemoveTree, RemovesAFolderWithEverythingInItButNotWhatLinksPointTo) {
+  volt::testing::TempDir dir("volt_remove_tree");
+  const std::filesystem::path outside = dir.path() / "outside.txt";
+  std::ofstream(outside) << "kept";
+  const std::filesystem::path tree = dir.path() / "tree";
+  std::filesystem::create_directories(tree / "a" / "b");
+  std::ofstream(tree / "a" / "b" / "f1") << "1";
+  std::ofstream(tree / "f2") << "2";
+  std::filesystem::create_symlink(outside, tree / "a" / "link");
+  std::filesystem::create_directory_symlink(dir.path(), tree / "dirlink");  // a loop if it were followed
+  std::error_code ec;
+  // tree, a, b, f1, f2, link, dirlink
+  EXPECT_EQ(volt::remove_tree(tree.string(), ec), 7u);
+  EXPECT_FALSE(ec) << ec.message();
+  EXPECT_FALSE(std::filesystem::exists(tree));
+  EXPECT_TRUE(std::filesystem::is_regular_file(outside)) << "a link's target was removed";
+  EXPECT_EQ(volt::remove_tree((dir.path() / "missing").string(), ec), 0u);
+  EXPECT_FALSE(ec) << "a path that does not exist is not an error";
+  EXPECT_EQ(volt::remove_tree(outside.string(), ec), 1u) << "a plain file is removed too";
+  EXPECT_FALSE(std::filesystem::exists(outside));
+}
+
 
 }  // namespace

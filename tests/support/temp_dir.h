@@ -7,6 +7,8 @@
 #include <string>
 #include <system_error>
 
+#include "volt/core/file_check.h"
+
 namespace volt::testing {
 
 class TempDir {
@@ -17,7 +19,7 @@ class TempDir {
   }
   ~TempDir() {
     std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
+    volt::remove_tree(path_.string(), ec);
   }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;

@@ -1,5 +1,7 @@
 #pragma once
+#include <cstdint>
 #include <string>
+#include <system_error>
 
 namespace volt {
 
@@ -26,5 +28,12 @@ std::string regular_file_problem(const std::string& path, const std::string& wha
 /// Empty when `path` is a folder or does not exist yet (it will be created); otherwise
 /// a message saying it is a file (or a FIFO, ...) and not a folder, ending with `hint`.
 std::string folder_problem(const std::string& path, const std::string& what, const std::string& hint = "");
+
+/// Removes `path` and, for a folder, everything in it (symbolic links themselves, never what they
+/// point to), as std::filesystem::remove_all does; returns how many entries went, 0 when `path` did
+/// not exist. Errors go to `ec` (the first one; the walk goes on). Volt's own walk over POSIX nftw:
+/// PyTorch's pip wheels export a copy of std::filesystem::remove_all from libtorch.so that binds in
+/// place of libstdc++'s and jumps to address 0 (seen with torch 2.11+cu130, docs/gpu.md).
+std::uintmax_t remove_tree(const std::string& path, std::error_code& ec);
 
 }  // namespace volt

@@ -16,6 +16,7 @@
 #include <optional>
 
 #include "volt/core/error.h"
+#include "volt/core/file_check.h"
 #include "volt/strategies/launchers/worker_group.h"
 
 namespace volt::strategies::launchers {
@@ -37,7 +38,7 @@ class PrivateDir {
   }
   ~PrivateDir() {
     std::error_code ec;
-    fs::remove_all(path_, ec);
+    remove_tree(path_, ec);
   }
   PrivateDir(const PrivateDir&) = delete;
   PrivateDir& operator=(const PrivateDir&) = delete;
