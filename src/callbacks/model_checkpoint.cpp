@@ -169,13 +169,14 @@ void ModelCheckpoint::apply_state(const nlohmann::json& state) {
 std::vector<std::string> ModelCheckpoint::find_last_checkpoints() const {
   std::vector<std::string> out;
   std::error_code ec;
-  if (!last_model_path_.empty() && fs::is_regular_file(last_model_path_, ec)) out.push_back(last_model_path_);
+  // A sharded fsdp save is a folder named like the file (is_checkpoint_path).
+  if (!last_model_path_.empty() && is_checkpoint_path(last_model_path_)) out.push_back(last_model_path_);
   if (!dirpath_resolved_ || !fs::is_directory(dirpath_, ec)) return out;
   for (fs::directory_iterator it(dirpath_, ec), end; !ec && it != end; it.increment(ec)) {
     const fs::path& p = it->path();
     if (p.extension() != ".ckpt" || p.stem().string().rfind(kLastName, 0) != 0) continue;
-    if (!it->is_regular_file(ec)) continue;
     const std::string path = p.string();
+    if (!is_checkpoint_path(path)) continue;
     if (std::find(out.begin(), out.end(), path) == out.end()) out.push_back(path);
   }
   return out;

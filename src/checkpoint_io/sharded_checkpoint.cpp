@@ -18,7 +18,7 @@ std::string shard_file(const std::string& dir, int64_t rank) {
 
 bool is_sharded_checkpoint(const std::string& path) {
   std::error_code ec;
-  return fs::is_directory(path, ec) && fs::is_regular_file(fs::path(path) / kShardedMetaFile, ec);
+  return fs::is_directory(path, ec) && is_checkpoint_path(path);
 }
 
 void write_sharded_meta(const std::string& dir, int64_t world_size, const std::vector<ShardedTensorInfo>& tensors,
@@ -33,6 +33,46 @@ void write_sharded_meta(const std::string& dir, int64_t world_size, const std::v
   meta["extra"] = extra;
   const std::string text = meta.dump(1) + "\n";
   atomic_write((fs::path(dir) / kShardedMetaFile).string(), text.data(), text.size());
+}
+
+namespace {
+std::string done_file(const std::string& dir, int64_t rank) {
+  return (fs::path(dir) / ("rank" + std::to_string(rank) + ".done")).string();
+}
+}  // namespace
+
+bool finish_sharded_save_without_collective(const std::string& dir, int64_t rank, int64_t world_size,
+                                            int64_t global_step, const std::vector<ShardedTensorInfo>& tensors,
+                                            const nlohmann::json& extra) {
+  const nlohmann::json mine = {{"world_size", world_size}, {"global_step", global_step}};
+  const std::string text = mine.dump() + "\n";
+  atomic_write(done_file(dir, rank), text.data(), text.size());
+  for (int64_t r = 0; r < world_size; ++r) {
+    nlohmann::json other;
+    try {
+      std::ifstream in(done_file(dir, r));
+      if (!in) return false;
+      other = nlohmann::json::parse(in);
+    } catch (const std::exception&) {
+      return false;  // being written: its writer looks again after
+    }
+    if (!other.is_object() || other != mine) return false;  // another save's marker
+  }
+  write_sharded_meta(dir, world_size, tensors, extra);
+  return true;
+}
+
+std::string unfinished_sharded_checkpoint(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_directory(path, ec) || fs::exists(fs::path(path) / kShardedMetaFile, ec)) return "";
+  std::vector<int64_t> ranks;
+  for (int64_t r = 0; fs::is_regular_file(shard_file(path, r), ec); ++r) ranks.push_back(r);
+  if (ranks.empty()) return "";
+  std::string list;
+  for (const int64_t r : ranks) list += (list.empty() ? "" : ", ") + std::to_string(r);
+  return "checkpoint '" + path + "' is a sharded fsdp checkpoint whose save did not finish: meta.json is missing. "
+         "The pieces of rank" + (ranks.size() > 1 ? "s " : " ") + list + " are there; a rank that failed before "
+         "writing its piece leaves it incomplete. Resume from another checkpoint (ModelCheckpoint's).";
 }
 
 Checkpoint load_sharded_checkpoint(CheckpointIO& io, const std::string& dir) {

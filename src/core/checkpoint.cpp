@@ -1,6 +1,15 @@
 #include "volt/core/checkpoint.h"
 
+#include <filesystem>
+
 namespace volt {
+
+bool is_checkpoint_path(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(path, ec)) return true;
+  return std::filesystem::is_directory(path, ec) &&
+         std::filesystem::is_regular_file(std::filesystem::path(path) / kShardedCheckpointMetaFile, ec);
+}
 
 std::map<std::string, at::Tensor> Checkpoint::state_dict() const {
   static const std::string kPrefix = "state_dict.";

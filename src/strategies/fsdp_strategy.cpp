@@ -580,27 +580,38 @@ void FSDPStrategy::save_checkpoint(const Checkpoint& checkpoint, const std::stri
   DDPStrategy::save_checkpoint(full, path);
 }
 
-void FSDPStrategy::save_sharded_checkpoint(const Checkpoint& checkpoint, const std::string& path) {
-  Checkpoint mine = checkpoint;
-  std::vector<checkpoint_io::ShardedTensorInfo> sharded;
+nlohmann::json FSDPStrategy::cut_to_pieces(Checkpoint& checkpoint,
+                                           std::vector<checkpoint_io::ShardedTensorInfo>& sharded) const {
   const int64_t rank = global_rank();
   for (const auto& p : state_->params) {
     const std::string key = "state_dict." + p.name;
-    const auto it = mine.tensors.find(key);
-    if (it == mine.tensors.end()) continue;
-    // Between steps the parameter is this rank's piece; after a stage (gathered) the piece is cut again.
-    it->second = state_->gathered ? p.whole.narrow(0, rank * p.shard, p.shard).clone() : p.param.detach().clone();
+    const auto it = checkpoint.tensors.find(key);
+    if (it == checkpoint.tensors.end()) continue;
+    // Between steps the parameter is this rank's piece; gathered (after a stage, or inside a step that
+    // failed) the piece is cut from the whole again.
+    if (p.param.numel() == p.shard && !(state_->gathered && p.whole.defined())) {
+      it->second = p.param.detach().clone();
+    } else if (p.whole.defined() && p.whole.numel() >= (rank + 1) * p.shard) {
+      it->second = p.whole.narrow(0, rank * p.shard, p.shard).clone();
+    } else {
+      throw CheckpointError(who() + ": " + p.name + " is neither this rank's piece nor gathered whole (" +
+                            std::to_string(p.param.numel()) + " elements); no sharded checkpoint can be cut now.");
+    }
     sharded.push_back({key, p.shape, p.numel, p.shard});
   }
-  for_each_optimizer_state(mine.tensors, [&](std::map<std::string, at::Tensor>::iterator it, const State::Param& p) {
+  for_each_optimizer_state(checkpoint.tensors, [&](std::map<std::string, at::Tensor>::iterator it, const State::Param& p) {
     sharded.push_back({it->first, p.shape, p.numel, p.shard});
   });
   nlohmann::json info = {{"sharding_strategy", to_string(fsdp_.sharding_strategy)},
                          {"world_size", world_size()},
                          {"state_dict_type", "sharded"}};
-  if (mine.meta.is_object() && mine.meta.contains("volt") && mine.meta["volt"].is_object()) {
-    mine.meta["volt"]["fsdp"] = info;
+  if (checkpoint.meta.is_object() && checkpoint.meta.contains("volt") && checkpoint.meta["volt"].is_object()) {
+    checkpoint.meta["volt"]["fsdp"] = info;
   }
+  return info;
+}
+
+void FSDPStrategy::make_sharded_folder(const std::string& path) const {
   std::error_code ec;
   if (std::filesystem::is_regular_file(path, ec)) {
     throw CheckpointError(who() + ": cannot write the sharded checkpoint folder '" + path +
@@ -608,17 +619,43 @@ void FSDPStrategy::save_sharded_checkpoint(const Checkpoint& checkpoint, const s
   }
   std::filesystem::create_directories(path, ec);
   if (ec) throw CheckpointError(who() + ": cannot create the sharded checkpoint folder '" + path + "': " + ec.message());
+}
+
+void FSDPStrategy::save_sharded_checkpoint(const Checkpoint& checkpoint, const std::string& path) {
+  Checkpoint mine = checkpoint;
+  std::vector<checkpoint_io::ShardedTensorInfo> sharded;
+  const nlohmann::json info = cut_to_pieces(mine, sharded);
+  make_sharded_folder(path);
   // A save over an older sharded checkpoint: its meta.json goes first, so a crash in between leaves
   // an unfinished folder (refused on load), never old metadata over new pieces.
   barrier("sharded checkpoint: folder ready");
+  std::error_code ec;
   if (is_global_zero()) std::filesystem::remove(std::filesystem::path(path) / checkpoint_io::kShardedMetaFile, ec);
   barrier("sharded checkpoint: old metadata removed");
-  checkpoint_io_->save_checkpoint(mine, checkpoint_io::shard_file(path, rank));
+  checkpoint_io_->save_checkpoint(mine, checkpoint_io::shard_file(path, global_rank()));
   // The metadata says the folder is complete: an asynchronous writer must have finished first.
   if (auto* async = dynamic_cast<checkpoint_io::AsyncCheckpointIO*>(checkpoint_io_.get())) async->wait();
   barrier("sharded checkpoint: every rank's file written");
   if (is_global_zero()) checkpoint_io::write_sharded_meta(path, world_size(), sharded, info);
   barrier("sharded checkpoint: metadata written");
+}
+
+void FSDPStrategy::save_checkpoint_without_collective(const Checkpoint& checkpoint, const std::string& path) {
+  if (!sharded_mode() || state_->params.empty()) {
+    DDPStrategy::save_checkpoint_without_collective(checkpoint, path);
+    return;
+  }
+  // A full checkpoint needs every rank's pieces (a collective): a failing run writes the sharded kind.
+  Checkpoint mine = checkpoint;
+  std::vector<checkpoint_io::ShardedTensorInfo> sharded;
+  const nlohmann::json info = cut_to_pieces(mine, sharded);
+  make_sharded_folder(path);
+  std::error_code ec;
+  std::filesystem::remove(std::filesystem::path(path) / checkpoint_io::kShardedMetaFile, ec);  // an older save's
+  checkpoint_io_->save_checkpoint(mine, checkpoint_io::shard_file(path, global_rank()));
+  if (auto* async = dynamic_cast<checkpoint_io::AsyncCheckpointIO*>(checkpoint_io_.get())) async->wait();
+  const int64_t step = mine.meta.is_object() ? mine.meta.value("global_step", int64_t{-1}) : -1;
+  checkpoint_io::finish_sharded_save_without_collective(path, global_rank(), world_size(), step, sharded, info);
 }
 
 Checkpoint FSDPStrategy::load_checkpoint(const std::string& path) {

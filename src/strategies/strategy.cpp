@@ -129,7 +129,14 @@ void Strategy::save_checkpoint(const Checkpoint& checkpoint, const std::string& 
   if (is_global_zero()) checkpoint_io_->save_checkpoint(checkpoint, path);
 }
 
+void Strategy::save_checkpoint_without_collective(const Checkpoint& checkpoint, const std::string& path) {
+  if (is_global_zero()) checkpoint_io_->save_checkpoint(checkpoint, path);
+}
+
 Checkpoint Strategy::load_checkpoint(const std::string& path) {
+  if (const std::string problem = checkpoint_io::unfinished_sharded_checkpoint(path); !problem.empty()) {
+    throw CheckpointError(problem);
+  }
   // A sharded fsdp checkpoint (a folder of per-rank files) is joined into the ordinary layout.
   if (checkpoint_io::is_sharded_checkpoint(path)) return checkpoint_io::load_sharded_checkpoint(*checkpoint_io_, path);
   return checkpoint_io_->load_checkpoint(path);
@@ -137,7 +144,7 @@ Checkpoint Strategy::load_checkpoint(const std::string& path) {
 
 void Strategy::remove_checkpoint(const std::string& path) {
   if (!is_global_zero()) return;
-  if (checkpoint_io::is_sharded_checkpoint(path)) {
+  if (checkpoint_io::is_sharded_checkpoint(path) || !checkpoint_io::unfinished_sharded_checkpoint(path).empty()) {
     std::error_code ec;
     remove_tree(path, ec);
     if (ec) throw CheckpointError("cannot remove sharded checkpoint '" + path + "': " + ec.message());

@@ -15,7 +15,7 @@
 // are written too), --swa E (StochasticWeightAveraging from 1-based epoch E), --ema DECAY
 // (EMAWeightAveraging), --max-time T (the max_time flag) --step-sleep-ms M (each
 // training_step sleeps), --accum-schedule "0:1,1:2" (a GradientAccumulationScheduler),
-// --on-exception-dir D (an OnExceptionCheckpoint into D), --tune 1 (before the fits: Tuner::lr_find on
+// --on-exception-dir D (an OnExceptionCheckpoint into D), --save-last 1 (a ModelCheckpoint writing last.ckpt only), --tune 1 (before the fits: Tuner::lr_find on
 // the loader and scale_batch_size with a CPU budget of --tune-budget bytes; the suggestion and the size
 // written too), --comm-hook H (the ddp.comm_hook flag) with --psgd-rank R --psgd-start S --psgd-min-rate X
 // --psgd-ef 0|1 --psgd-warm 0|1 --psgd-eps E (its PowerSGD settings), --custom-hook 1 (a user's C++ hook
@@ -59,6 +59,7 @@
 #include "volt/callbacks/callback.h"
 #include "volt/callbacks/ema_weight_averaging.h"
 #include "volt/callbacks/gradient_accumulation_scheduler.h"
+#include "volt/callbacks/model_checkpoint.h"
 #include "volt/callbacks/on_exception_checkpoint.h"
 #include "volt/callbacks/stochastic_weight_averaging.h"
 #include "volt/core/error.h"
@@ -483,6 +484,12 @@ int main(int argc, char** argv) {
         plan[std::stoll(pair.substr(0, pair.find(':')))] = std::stoll(pair.substr(pair.find(':') + 1));
       }
       callbacks.push_back(std::make_shared<volt::callbacks::GradientAccumulationScheduler>(plan));
+    }
+    if (g_args.count("save-last")) {  // a ModelCheckpoint keeping only last.ckpt (fit(ckpt_path="last"))
+      volt::callbacks::ModelCheckpoint::Options mc;
+      mc.save_top_k = 0;
+      mc.save_last = true;
+      callbacks.push_back(std::make_shared<volt::callbacks::ModelCheckpoint>(mc));
     }
     if (g_args.count("on-exception-dir")) {
       callbacks.push_back(std::make_shared<volt::callbacks::OnExceptionCheckpoint>(arg("on-exception-dir", "")));

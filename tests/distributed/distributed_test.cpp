@@ -1067,6 +1067,58 @@ TEST(FSDPStrategy, AShardedCheckpointIsAFilePerRankThatResumesOnTwoRanksAndLoads
   EXPECT_TRUE(volt::testing::contains(r.output, "rank 1's file")) << r.output;
 }
 
+// A failing fsdp run: no collective can be trusted, so OnExceptionCheckpoint has each rank write its own
+// pieces, and the last to finish writes meta.json. Rank 1 throws at step 5; rank 0 fails in the
+// reduce-scatter; the folder resumes on 2 ranks to the uninterrupted run's weights, bit for bit.
+TEST(FSDPStrategy, OnExceptionCheckpointWritesEveryRanksPiecesWithoutACollectiveAndResumesExactly) {
+  const std::string out = out_prefix("fsdp_on_exception"), dir = out_prefix("fsdp_on_exception_dir");
+  const std::string common = "--strategy fsdp --devices 2 --steps 20 --optimizer adam ";
+  const Outcome a = run(train(out, common + "--throw-rank 1 --throw-step 5 --timeout 30 --on-exception-dir " + dir));
+  EXPECT_NE(a.code, 0) << a.output;
+  EXPECT_TRUE(volt::testing::contains(a.output, "training_step threw at step 5")) << a.output;
+  const std::string ckpt = dir + "/on_exception.ckpt";
+  ASSERT_TRUE(fs::is_directory(ckpt)) << a.output;
+  for (const char* f : {"/meta.json", "/rank0.ckpt", "/rank1.ckpt"}) EXPECT_TRUE(fs::exists(ckpt + f)) << f << a.output;
+  const std::string resumed = out_prefix("fsdp_on_exception_resumed"), full = out_prefix("fsdp_on_exception_full");
+  const Outcome r = run(train(resumed, common + "--ckpt " + ckpt + " --on-exception-dir " + dir));
+  ASSERT_EQ(r.code, 0) << r.output;
+  ASSERT_EQ(run(train(full, common)).code, 0);
+  EXPECT_EQ(read_result(resumed + ".rank0").fields.at("global_step"), "20");
+  EXPECT_EQ(read_result(resumed + ".rank0").params, read_result(full + ".rank0").params);
+  EXPECT_EQ(read_result(resumed + ".rank1").params, read_result(full + ".rank0").params);
+  EXPECT_FALSE(fs::exists(ckpt)) << "a fit that succeeds removes the checkpoint";
+  // A folder whose save did not finish on every rank (no meta.json) is refused, naming the pieces there.
+  fs::create_directories(ckpt);
+  std::ofstream(ckpt + "/rank0.ckpt") << "piece";
+  const Outcome u = run(train(out_prefix("fsdp_on_exception_unfinished"), common + "--ckpt " + ckpt));
+  EXPECT_NE(u.code, 0) << u.output;
+  EXPECT_TRUE(volt::testing::contains(u.output, "save did not finish: meta.json is missing")) << u.output;
+  EXPECT_TRUE(volt::testing::contains(u.output, "pieces of rank 0 are there")) << u.output;
+  fs::remove_all(ckpt);
+}
+
+// ModelCheckpoint(save_last) under fsdp with sharded checkpoints writes last.ckpt as a folder;
+// fit(ckpt_path="last") finds it and resumes (an epoch is 20 steps: the first run ends one).
+TEST(FSDPStrategy, CkptPathLastFindsAShardedLastCheckpointFolder) {
+  const std::string root = out_prefix("fsdp_last_root");
+  const std::string common = "--strategy fsdp --devices 2 --samples 320 --optimizer adam --state-dict-type sharded "
+                             "--checkpoint 1 --save-last 1 --root " + root + " ";
+  const std::string first = out_prefix("fsdp_last_first"), second = out_prefix("fsdp_last_second");
+  const Outcome a = run(train(first, common + "--steps 20"));
+  ASSERT_EQ(a.code, 0) << a.output;
+  const std::string last = root + "/checkpoints/last.ckpt";
+  ASSERT_TRUE(fs::exists(last + "/meta.json")) << a.output;
+  const Outcome b = run(train(second, common + "--steps 30 --ckpt last"));
+  ASSERT_EQ(b.code, 0) << b.output;
+  // Training from scratch would end with the same weights: the warning tells the two apart.
+  EXPECT_FALSE(volt::testing::contains(b.output, "there is no last checkpoint")) << b.output;
+  const std::string full = out_prefix("fsdp_last_full");
+  ASSERT_EQ(run(train(full, "--strategy fsdp --devices 2 --samples 320 --optimizer adam --steps 30")).code, 0);
+  EXPECT_EQ(read_result(second + ".rank0").fields.at("global_step"), "30");
+  EXPECT_EQ(read_result(second + ".rank0").params, read_result(full + ".rank0").params)
+      << "ckpt_path=\"last\" did not resume from the sharded last.ckpt";
+}
+
 TEST(FSDPStrategy, BadSettingsAreRefusedBeforeAnyRankStarts) {
   const std::string out = out_prefix("fsdp_bad");
   const std::vector<std::pair<std::string, std::string>> cases = {

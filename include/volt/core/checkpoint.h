@@ -31,4 +31,12 @@ struct Checkpoint {
   std::map<std::string, at::Tensor> state_dict() const;
 };
 
+/// The file whose presence makes a folder a finished sharded (fsdp) checkpoint
+/// (checkpoint_io/sharded_checkpoint.h writes it last).
+constexpr const char* kShardedCheckpointMetaFile = "meta.json";
+
+/// True when `path` names something a checkpoint load reads: a regular file, or the folder of a
+/// finished sharded save (with its meta.json). Callbacks use it to find existing checkpoints.
+bool is_checkpoint_path(const std::string& path);
+
 }  // namespace volt

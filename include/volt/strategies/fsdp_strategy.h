@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "volt/checkpoint_io/sharded_checkpoint.h"
 #include "volt/strategies/ddp_strategy.h"
 #include "volt/strategies/strategy_registry.h"
 
@@ -53,6 +54,9 @@ class FSDPStrategy : public DDPStrategy {
   void clip_gradients(torch::optim::Optimizer& optimizer, double value, precision::ClipAlgorithm algorithm) override;
   /// The full checkpoint (a collective: every rank calls it); rank 0 writes.
   void save_checkpoint(const Checkpoint& checkpoint, const std::string& path) override;
+  /// Each rank writes its own pieces into the folder `path` without a collective; the last to finish
+  /// writes meta.json (a failing run: OnExceptionCheckpoint). Resumes like a sharded checkpoint.
+  void save_checkpoint_without_collective(const Checkpoint& checkpoint, const std::string& path) override;
   /// The checkpoint with every sharded parameter and optimizer state cut to this rank's shard.
   Checkpoint load_checkpoint(const std::string& path) override;
   void on_exception() override;
@@ -79,6 +83,11 @@ class FSDPStrategy : public DDPStrategy {
   at::Tensor full_value(size_t index);
   /// state_dict_type "sharded": every rank writes its file into the folder `path`, rank 0 the metadata last.
   void save_sharded_checkpoint(const Checkpoint& checkpoint, const std::string& path);
+  /// `checkpoint` with every sharded parameter and optimizer state cut to this rank's piece; fills
+  /// `sharded` with what meta.json lists and returns the fsdp description that goes with it.
+  nlohmann::json cut_to_pieces(Checkpoint& checkpoint, std::vector<checkpoint_io::ShardedTensorInfo>& sharded) const;
+  /// Creates the folder of a sharded save (a file of that name is an error).
+  void make_sharded_folder(const std::string& path) const;
 
   struct State;
   struct StateParam;

@@ -140,6 +140,10 @@ class Strategy {
   // --- checkpoints ---
   /// Writes on rank 0 only; every rank calls it.
   virtual void save_checkpoint(const Checkpoint& checkpoint, const std::string& path);
+  /// The save of a failing run (OnExceptionCheckpoint): no barrier or collective, since another
+  /// rank may be gone. Every rank calls it; by default rank 0 writes; fsdp has each rank write its
+  /// own pieces (checkpoint_io/sharded_checkpoint.h).
+  virtual void save_checkpoint_without_collective(const Checkpoint& checkpoint, const std::string& path);
   virtual Checkpoint load_checkpoint(const std::string& path);
   virtual void remove_checkpoint(const std::string& path);
   /// The optimizer's state as checkpoint bytes (lazy-tensor strategies copy it to the

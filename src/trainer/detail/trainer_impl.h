@@ -116,9 +116,8 @@ class Trainer::Impl : public TrainerView, public TrainerControl {
   void save_checkpoint_without_collective(const std::string& path) override {
     if (owner_.options_.fast_dev_run > 0) return;
     if (module_ == nullptr) throw Error("save_checkpoint('" + path + "') before any stage ran: nothing to save.");
-    if (!strategy_->is_global_zero()) return;
     // The strategy's save would wait for every rank in a barrier; a failing run's other ranks may never come.
-    strategy_->checkpoint_io().save_checkpoint(
+    strategy_->save_checkpoint_without_collective(
         checkpoint_connector_.dump(parts(), /*weights_only=*/false, logger_connector_.version()), path);
   }
   void set_accumulate_grad_batches(int64_t factor) override {
