@@ -9,7 +9,9 @@
 #include <sstream>
 #include <unordered_map>
 
+#include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/grad_mode.h>
+#include <torch/csrc/autograd/variable.h>
 #include <torch/optim/lbfgs.h>
 #include <torch/optim/optimizer.h>
 
@@ -130,14 +132,49 @@ struct FSDPStrategy::State {
   std::vector<std::vector<int64_t>> optimizer_params;
   bool gathered = true;
   bool failed = false;
+
+  // The reduce-scatter of a unit starts as soon as all its members' gradients are accumulated in
+  // the backward (a post hook on each parameter's gradient accumulator), overlapping the backward of
+  // the units before it; after the backward the units left (members without a gradient) follow.
+  std::vector<size_t> unit_of;  ///< params index -> its unit
+  std::vector<size_t> ready;    ///< per unit: members accumulated in this backward
+  std::vector<char> started;    ///< per unit: its reduce-scatter was started in this backward
+  std::vector<size_t> in_flight;  ///< units whose all-to-all is on its way, oldest first
+  std::vector<at::Tensor> received, summed;
+  std::vector<c10::intrusive_ptr<c10d::Work>> works;
+  bool armed = false;  ///< inside a synchronising backward of this strategy
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;  ///< held: their hooks stay
+  std::vector<uintptr_t> hook_keys;
+  int64_t started_in_backward = 0;
 };
+
+namespace {
+/// Calls FSDPStrategy's hook once the accumulator of parameter `index` has added this backward's
+/// gradient (the post hooks of an AccumulateGrad node run after it).
+class GradReadyHook final : public torch::autograd::FunctionPostHook {
+ public:
+  GradReadyHook(std::function<void(size_t)> ready, size_t index) : ready_(std::move(ready)), index_(index) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list& /*inputs*/) override {
+    ready_(index_);
+    return outputs;
+  }
+
+ private:
+  std::function<void(size_t)> ready_;
+  size_t index_;
+};
+}  // namespace
 
 FSDPStrategy::FSDPStrategy(const StrategyParts& parts, FSDPOptions options)
     : DDPStrategy(parts, parts.ddp), fsdp_(std::move(options)), state_(std::make_unique<State>()) {
   check_auto_wrap_policy(fsdp_.auto_wrap_policy);
 }
 
-FSDPStrategy::~FSDPStrategy() = default;
+FSDPStrategy::~FSDPStrategy() {
+  // A gradient accumulator can outlive this strategy (a graph the user kept): its hook must not call back.
+  if (state_) remove_gradient_hooks();
+}
 
 std::vector<std::pair<std::string, std::vector<std::string>>> FSDPStrategy::wrap_units(const Module& module,
                                                                                       const std::string& policy) {
@@ -366,64 +403,137 @@ void FSDPStrategy::gather(const char* why) {
   state_->gathered = true;
 }
 
-void FSDPStrategy::reduce_scatter_and_reshard() {
+int64_t FSDPStrategy::reduce_scatters_started_in_backward() const {
+  return state_->started_in_backward;
+}
+
+void FSDPStrategy::start_reduce(size_t u) {
+  auto& st = *state_;
+  st.started[u] = 1;
+  const auto& unit = st.units[u];
+  if (unit.total == 0) return;
   torch::NoGradGuard no_grad;
   const int64_t w = world_size();
-  const int64_t rank = global_rank();
-  const size_t n_units = state_->units.size();
-  std::vector<at::Tensor> received(n_units);
-  std::vector<c10::intrusive_ptr<c10d::Work>> works(n_units);
-  // Last unit first: the order its gradients are ready in.
-  std::vector<size_t> order;
-  for (size_t u = n_units; u-- > 0;) order.push_back(u);
-  // Gloo (LibTorch 1.13) has no reduce_scatter: an all-to-all of each rank's W pieces, then a local sum.
-  const auto start = [&](size_t u) {
-    const auto& unit = state_->units[u];
-    if (unit.total == 0) return false;
-    // Under bf16-mixed the gradients travel as bfloat16 (Lightning's reduce_dtype for that precision: half
-    // the bytes); they are summed in float32.
-    const auto options = state_->params[unit.members.front()].param.options().dtype(reduce_dtype(unit.dtype));
-    at::Tensor in = at::zeros({w, unit.total}, options);
-    for (size_t k = 0; k < unit.members.size(); ++k) {
-      auto& p = state_->params[unit.members[k]];
-      const at::Tensor g = p.param.grad();
-      if (!g.defined()) continue;  // no gradient this step: zeros, as ddp's Reducer
-      const at::Tensor flat = g.detach().reshape(-1);
-      for (int64_t r = 0; r < w; ++r) {
-        const int64_t len = std::clamp<int64_t>(p.numel - r * p.shard, 0, p.shard);
-        if (len > 0) in[r].narrow(0, unit.offsets[k], len).copy_(flat.narrow(0, r * p.shard, len));
-      }
-      p.param.mutable_grad() = at::Tensor();  // the whole gradient is in `in` now
+  // Under bf16-mixed the gradients travel as bfloat16 (Lightning's reduce_dtype for that precision: half
+  // the bytes); they are summed in float32.
+  const auto options = st.params[unit.members.front()].param.options().dtype(reduce_dtype(unit.dtype));
+  at::Tensor in = at::zeros({w, unit.total}, options);
+  for (size_t k = 0; k < unit.members.size(); ++k) {
+    auto& p = st.params[unit.members[k]];
+    const at::Tensor g = p.param.grad();
+    if (!g.defined()) continue;  // no gradient this step: zeros, as ddp's Reducer
+    const at::Tensor flat = g.detach().reshape(-1);
+    for (int64_t r = 0; r < w; ++r) {
+      const int64_t len = std::clamp<int64_t>(p.numel - r * p.shard, 0, p.shard);
+      if (len > 0) in[r].narrow(0, unit.offsets[k], len).copy_(flat.narrow(0, r * p.shard, len));
     }
-    received[u] = at::empty_like(in);
-    at::Tensor out = movable(received[u]).view({-1});
-    at::Tensor flat_in = movable(in).view({-1});
-    std::vector<int64_t> splits;
-    works[u] = impl_->pg->alltoall_base(out, flat_in, splits, splits);
-    return true;
-  };
-  std::vector<at::Tensor> summed(n_units);
-  const auto finish = [&](size_t u) {
-    works[u]->wait();
-    works[u].reset();
-    const auto& unit = state_->units[u];
-    const auto travelled = received[u].scalar_type();
-    const bool low = travelled == at::kBFloat16 || travelled == at::kHalf;
-    summed[u] = (low ? received[u].to(at::kFloat) : received[u]).sum(0).div_(static_cast<double>(w)).to(unit.dtype);
-    received[u] = at::Tensor();
-  };
+    p.param.mutable_grad() = at::Tensor();  // the whole gradient is in `in` now: freed before the next unit's
+  }
+  st.received[u] = at::empty_like(in);
+  at::Tensor out = movable(st.received[u]).view({-1});
+  at::Tensor flat_in = movable(in).view({-1});
+  std::vector<int64_t> splits;
+  // Gloo (LibTorch 1.13) has no reduce_scatter: an all-to-all of each rank's W pieces, then a local sum.
   try {
-    pipelined(order, fsdp_.limit_all_gathers ? 2 : 0, start, finish);
+    st.works[u] = impl_->pg->alltoall_base(out, flat_in, splits, splits);
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
     collective_failed("the fsdp reduce-scatter of the gradients", e);
   }
+  st.in_flight.push_back(u);
+  // At most two units' transfer buffers at once (fsdp.limit_all_gathers).
+  if (fsdp_.limit_all_gathers && st.in_flight.size() >= 2) finish_reduce();
+}
+
+void FSDPStrategy::finish_reduce() {
+  auto& st = *state_;
+  const size_t u = st.in_flight.front();
+  st.in_flight.erase(st.in_flight.begin());
+  try {
+    st.works[u]->wait();
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    collective_failed("the fsdp reduce-scatter of the gradients", e);
+  }
+  st.works[u].reset();
+  torch::NoGradGuard no_grad;
+  const auto travelled = st.received[u].scalar_type();
+  const bool low = travelled == at::kBFloat16 || travelled == at::kHalf;
+  st.summed[u] = (low ? st.received[u].to(at::kFloat) : st.received[u])
+                     .sum(0)
+                     .div_(static_cast<double>(world_size()))
+                     .to(st.units[u].dtype);
+  st.received[u] = at::Tensor();
+}
+
+void FSDPStrategy::on_gradient_ready(size_t index) {
+  auto& st = *state_;
+  if (!st.armed || index >= st.unit_of.size()) return;
+  const size_t u = st.unit_of[index];
+  if (st.started[u] || ++st.ready[u] < st.units[u].members.size()) return;
+  start_reduce(u);
+  ++st.started_in_backward;
+}
+
+void FSDPStrategy::prepare_overlap() {
+  auto& st = *state_;
+  const size_t n_units = st.units.size();
+  if (st.unit_of.size() != st.params.size()) {
+    st.unit_of.assign(st.params.size(), 0);
+    for (size_t u = 0; u < n_units; ++u) {
+      for (size_t i : st.units[u].members) st.unit_of[i] = u;
+    }
+  }
+  st.ready.assign(n_units, 0);
+  st.started.assign(n_units, 0);
+  st.in_flight.clear();  // what a failed backward left is dropped
+  st.received.assign(n_units, at::Tensor());
+  st.summed.assign(n_units, at::Tensor());
+  st.works.assign(n_units, {});
+  // The accumulator in the graph is the one a hook must sit on; a new one (after a dtype or device change
+  // of the parameter) gets the hook again. Held, so that it and its hook live across steps.
+  st.accumulators.resize(st.params.size());
+  st.hook_keys.resize(st.params.size(), 0);
+  for (size_t i = 0; i < st.params.size(); ++i) {
+    auto acc = torch::autograd::impl::grad_accumulator(st.params[i].param);
+    if (!acc || acc == st.accumulators[i]) continue;
+    if (st.accumulators[i]) st.accumulators[i]->del_post_hook(st.hook_keys[i]);
+    st.hook_keys[i] =
+        acc->add_post_hook(std::make_unique<GradReadyHook>([this](size_t index) { on_gradient_ready(index); }, i));
+    st.accumulators[i] = std::move(acc);
+  }
+}
+
+void FSDPStrategy::remove_gradient_hooks() {
+  auto& st = *state_;
+  for (size_t i = 0; i < st.accumulators.size(); ++i) {
+    if (st.accumulators[i]) st.accumulators[i]->del_post_hook(st.hook_keys[i]);
+  }
+  st.accumulators.clear();
+  st.hook_keys.clear();
+  st.unit_of.clear();
+  st.in_flight.clear();
+  st.works.clear();
+}
+
+void FSDPStrategy::reduce_scatter_and_reshard() {
+  auto& st = *state_;
+  const size_t n_units = st.units.size();
+  if (st.started.size() != n_units) prepare_overlap();
+  // The units the backward did not start (a member without a gradient), last unit first.
+  for (size_t u = n_units; u-- > 0;) {
+    if (!st.started[u]) start_reduce(u);
+  }
+  while (!st.in_flight.empty()) finish_reduce();
+  torch::NoGradGuard no_grad;
+  const int64_t rank = global_rank();
   for (size_t u = 0; u < n_units; ++u) {
-    const auto& unit = state_->units[u];
+    const auto& unit = st.units[u];
     for (size_t k = 0; k < unit.members.size(); ++k) {
-      auto& p = state_->params[unit.members[k]];
-      at::Tensor grad = p.shard > 0 ? summed[u].narrow(0, unit.offsets[k], p.shard).clone()
+      auto& p = st.params[unit.members[k]];
+      at::Tensor grad = p.shard > 0 ? st.summed[u].narrow(0, unit.offsets[k], p.shard).clone()
                                     : at::empty({0}, p.param.options());
       if (p.kept_grad.defined()) grad.add_(p.kept_grad);
       p.kept_grad = at::Tensor();
@@ -435,9 +545,11 @@ void FSDPStrategy::reduce_scatter_and_reshard() {
       p.param.set_data(mine);
       p.param.mutable_grad() = grad;
     }
-    summed[u] = at::Tensor();
+    st.summed[u] = at::Tensor();
+    st.started[u] = 0;
+    st.ready[u] = 0;
   }
-  state_->gathered = false;
+  st.gathered = false;
 }
 
 at::Tensor FSDPStrategy::training_step(Module& module, Batch& batch, StepContext& ctx) {
@@ -501,7 +613,15 @@ void FSDPStrategy::backward(const at::Tensor& loss) {
     throw Error(who() + ": fsdp backward while the parameters are sharded: the loss was not computed by a "
                         "training_step this strategy ran (the parameters are gathered just before it).");
   }
-  Strategy::backward(loss);
+  prepare_overlap();
+  state_->armed = impl_->sync;
+  try {
+    Strategy::backward(loss);
+  } catch (...) {
+    state_->armed = false;
+    throw;
+  }
+  state_->armed = false;
   if (impl_->sync) reduce_scatter_and_reshard();
 }
 
@@ -696,6 +816,7 @@ void FSDPStrategy::on_exception() {
 void FSDPStrategy::teardown() {
   if (sharded_mode() && !state_->failed) gather("teardown");
   for (auto& p : state_->params) p.kept_grad = at::Tensor();
+  remove_gradient_hooks();
   state_->failed = false;
   DDPStrategy::teardown();
 }

@@ -60,6 +60,7 @@
 #include "volt/callbacks/ema_weight_averaging.h"
 #include "volt/callbacks/gradient_accumulation_scheduler.h"
 #include "volt/callbacks/model_checkpoint.h"
+#include "volt/strategies/fsdp_strategy.h"
 #include "volt/callbacks/on_exception_checkpoint.h"
 #include "volt/callbacks/stochastic_weight_averaging.h"
 #include "volt/core/error.h"
@@ -567,6 +568,9 @@ int main(int argc, char** argv) {
       file << "\n";
     }
     if (custom_hook) file << "custom_hook_calls " << custom_hook->calls << "\n";
+    if (const auto* fsdp = dynamic_cast<const volt::strategies::FSDPStrategy*>(&trainer.strategy())) {
+      file << "fsdp_reduce_scatters_in_backward " << fsdp->reduce_scatters_started_in_backward() << "\n";
+    }
     if (measured_hook) {
       char buf[64];
       std::snprintf(buf, sizeof(buf), "%.17g", measured_hook->max_rel);

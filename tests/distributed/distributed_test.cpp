@@ -1008,7 +1008,11 @@ TEST(FSDPStrategy, GradientAccumulationReducesOnlyAtTheLastMicroBatchAndMatchesD
 TEST(FSDPStrategy, ThreeRanksWithPiecesThatDoNotDivideEvenlyMatchDdp) {
   const std::string steps = "--steps 20 --optimizer adam --shuffle 1";
   const auto ddp = job("fsdp3_ref", "--strategy ddp", 3, steps);
-  expect_like(job("fsdp3_full", "--strategy fsdp --wrap class:Linear", 3, steps), ddp[0]);
+  const auto full = job("fsdp3_full", "--strategy fsdp --wrap class:Linear", 3, steps);
+  expect_like(full, ddp[0]);
+  // Each Linear unit's reduce-scatter starts inside the backward, as soon as its gradients are accumulated
+  // (fc2's before fc1's backward runs), not after it: two units a step, 20 steps.
+  for (const auto& r : full) EXPECT_EQ(r.fields.at("fsdp_reduce_scatters_in_backward"), "40");
   expect_like(job("fsdp3_size", "--strategy fsdp --fsdp-sharding shard_grad_op --wrap size:100", 3, steps), ddp[0]);
 }
 

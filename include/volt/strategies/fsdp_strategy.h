@@ -64,6 +64,9 @@ class FSDPStrategy : public DDPStrategy {
   void teardown() override;
 
   const FSDPOptions& fsdp_options() const { return fsdp_; }
+  /// How many units' reduce-scatters were started inside a backward, as soon as the unit's gradients
+  /// were accumulated (the others start after it), since this strategy was made.
+  int64_t reduce_scatters_started_in_backward() const;
   /// The units the wrap policy made from `module`: each a submodule's name ("" for the root's
   /// remaining parameters) and its parameters' names, in registration order.
   static std::vector<std::pair<std::string, std::vector<std::string>>> wrap_units(const Module& module,
@@ -75,6 +78,16 @@ class FSDPStrategy : public DDPStrategy {
   void gather(const char* why);
   /// Averages the gradients across ranks into shards and puts the shards back in the parameters.
   void reduce_scatter_and_reshard();
+  /// Starts unit `u`'s reduce-scatter (its whole gradients into a transfer buffer, then freed);
+  /// with limit_all_gathers, finishes the oldest first when two are in flight.
+  void start_reduce(size_t u);
+  /// Waits for the oldest unit in flight and sums its pieces.
+  void finish_reduce();
+  /// The gradient accumulator of parameter `index` ran: the last of its unit starts the unit.
+  void on_gradient_ready(size_t index);
+  /// Per-backward bookkeeping, and a hook on each parameter's gradient accumulator.
+  void prepare_overlap();
+  void remove_gradient_hooks();
   /// The pieces back in the parameters without a reduction (after an evaluation step).
   void reshard();
   /// The dtype gradients of `param_dtype` are reduce-scattered in: bfloat16 for float32 parameters
