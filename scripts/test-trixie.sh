@@ -10,7 +10,8 @@
 # run only inside the chroot: glibc 2.41).
 set -euo pipefail
 
-src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+# The logical path (a link stays a link): .ci/run works through a fixed link so that ccache keys match.
+src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$src"
 
 prepare=0
@@ -117,12 +118,15 @@ mount -t proc proc "$R/proc"
 mount --bind "$src" "$R$src"
 # Lightning 2.2.5 (../shared/oracle beside the checkout, tests/support/oracle.h) for the tests that compare
 # with it: bound read-only at its own path, as the repository is; unmounted with everything else on exit.
-oracle=$(cd "$src/.." && pwd)/shared/oracle
+# When $src is a link (.ci/run's fixed path), the oracle is beside the tree it points to here, and
+# beside $src itself in the chroot (where $src is a plain folder).
+oracle=$(cd -P "$src/.." && pwd)/shared/oracle
+oracle_in=$(dirname "$src")/shared/oracle
 if [ -f "$oracle/setup.sh" ]; then
-  mkdir -p "$R$oracle"
-  mount --bind "$oracle" "$R$oracle"
-  mount -o remount,bind,ro "$R$oracle" 2>/dev/null || true
-  say "oracle $oracle bound into the chroot"
+  mkdir -p "$R$oracle_in"
+  mount --bind "$oracle" "$R$oracle_in"
+  mount -o remount,bind,ro "$R$oracle_in" 2>/dev/null || true
+  say "oracle $oracle bound into the chroot at $oracle_in"
 fi
 
 missing=$(chroot "$R" "${in_chroot[@]}" sh -c '
