@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <string>
@@ -220,24 +221,37 @@ TEST(DDPStrategy, MaxTimeStopsEveryRankAfterTheSameBatch) {
   EXPECT_TRUE(fs::exists(root + "/checkpoints/epoch=0-step=" + std::to_string(steps) + ".ckpt")) << a.output;
 }
 
-TEST(DDPStrategy, OnExceptionCheckpointIsWrittenByRankZeroWhenAnotherRankRaisesAndResumes) {
-  const std::string out = out_prefix("on_exception"), dir = out_prefix("on_exception_dir");
-  const std::string args = "--strategy ddp --devices 2 --steps 20 --throw-rank 1 --throw-step 5 --timeout 30 ";
-  const Outcome a = run(train(out, args + "--on-exception-dir " + dir));
+/// `common` (2 ranks, 20 steps) with an OnExceptionCheckpoint, rank 1's training_step throwing at step 5:
+/// the failing run writes the checkpoint (`check_written` looks at it), a run resumed from it ends with
+/// the uninterrupted run's weights on both ranks, and removes it. Returns the checkpoint's path.
+std::string check_on_exception_resume(const std::string& name, const std::string& common,
+                                      const std::function<void(const Outcome&, const std::string&)>& check_written) {
+  const std::string out = out_prefix(name), dir = out_prefix(name + "_dir");
+  const std::string ckpt = dir + "/on_exception.ckpt";
+  const Outcome a = run(train(out, common + "--throw-rank 1 --throw-step 5 --timeout 30 --on-exception-dir " + dir));
   EXPECT_NE(a.code, 0) << a.output;
   EXPECT_TRUE(volt::testing::contains(a.output, "training_step threw at step 5")) << a.output;
-  const std::string ckpt = dir + "/on_exception.ckpt";
-  ASSERT_TRUE(fs::exists(ckpt)) << a.output;
-  EXPECT_LT(a.seconds, 25) << "rank 0 must not wait for the failed rank in a collective";
-  const std::string resumed = out_prefix("on_exception_resumed"), full = out_prefix("on_exception_full");
-  const Outcome r =
-      run(train(resumed, "--strategy ddp --devices 2 --steps 20 --ckpt " + ckpt + " --on-exception-dir " + dir));
-  ASSERT_EQ(r.code, 0) << r.output;
-  ASSERT_EQ(run(train(full, "--strategy ddp --devices 2 --steps 20")).code, 0);
+  if (!fs::exists(ckpt)) {
+    ADD_FAILURE() << "no " << ckpt << "\n" << a.output;
+    return ckpt;
+  }
+  check_written(a, ckpt);
+  const std::string resumed = out_prefix(name + "_resumed"), full = out_prefix(name + "_full");
+  const Outcome r = run(train(resumed, common + "--ckpt " + ckpt + " --on-exception-dir " + dir));
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(run(train(full, common)).code, 0);
   EXPECT_EQ(read_result(resumed + ".rank0").fields.at("global_step"), "20");
   EXPECT_EQ(read_result(resumed + ".rank0").params, read_result(full + ".rank0").params);
   EXPECT_EQ(read_result(resumed + ".rank1").params, read_result(full + ".rank0").params);
   EXPECT_FALSE(fs::exists(ckpt)) << "a fit that succeeds removes the checkpoint";
+  return ckpt;
+}
+
+TEST(DDPStrategy, OnExceptionCheckpointIsWrittenByRankZeroWhenAnotherRankRaisesAndResumes) {
+  check_on_exception_resume("on_exception", "--strategy ddp --devices 2 --steps 20 ",
+                            [](const Outcome& a, const std::string&) {
+                              EXPECT_LT(a.seconds, 25) << "rank 0 must not wait for the failed rank in a collective";
+                            });
 }
 
 TEST(DDPStrategy, SmallBucketsGiveTheSameResult) {
@@ -1075,22 +1089,14 @@ TEST(FSDPStrategy, AShardedCheckpointIsAFilePerRankThatResumesOnTwoRanksAndLoads
 // pieces, and the last to finish writes meta.json. Rank 1 throws at step 5; rank 0 fails in the
 // reduce-scatter; the folder resumes on 2 ranks to the uninterrupted run's weights, bit for bit.
 TEST(FSDPStrategy, OnExceptionCheckpointWritesEveryRanksPiecesWithoutACollectiveAndResumesExactly) {
-  const std::string out = out_prefix("fsdp_on_exception"), dir = out_prefix("fsdp_on_exception_dir");
   const std::string common = "--strategy fsdp --devices 2 --steps 20 --optimizer adam ";
-  const Outcome a = run(train(out, common + "--throw-rank 1 --throw-step 5 --timeout 30 --on-exception-dir " + dir));
-  EXPECT_NE(a.code, 0) << a.output;
-  EXPECT_TRUE(volt::testing::contains(a.output, "training_step threw at step 5")) << a.output;
-  const std::string ckpt = dir + "/on_exception.ckpt";
-  ASSERT_TRUE(fs::is_directory(ckpt)) << a.output;
-  for (const char* f : {"/meta.json", "/rank0.ckpt", "/rank1.ckpt"}) EXPECT_TRUE(fs::exists(ckpt + f)) << f << a.output;
-  const std::string resumed = out_prefix("fsdp_on_exception_resumed"), full = out_prefix("fsdp_on_exception_full");
-  const Outcome r = run(train(resumed, common + "--ckpt " + ckpt + " --on-exception-dir " + dir));
-  ASSERT_EQ(r.code, 0) << r.output;
-  ASSERT_EQ(run(train(full, common)).code, 0);
-  EXPECT_EQ(read_result(resumed + ".rank0").fields.at("global_step"), "20");
-  EXPECT_EQ(read_result(resumed + ".rank0").params, read_result(full + ".rank0").params);
-  EXPECT_EQ(read_result(resumed + ".rank1").params, read_result(full + ".rank0").params);
-  EXPECT_FALSE(fs::exists(ckpt)) << "a fit that succeeds removes the checkpoint";
+  const std::string ckpt =
+      check_on_exception_resume("fsdp_on_exception", common, [](const Outcome& a, const std::string& path) {
+        EXPECT_TRUE(fs::is_directory(path)) << a.output;
+        for (const char* f : {"/meta.json", "/rank0.ckpt", "/rank1.ckpt"}) {
+          EXPECT_TRUE(fs::exists(path + f)) << f << a.output;
+        }
+      });
   // A folder whose save did not finish on every rank (no meta.json) is refused, naming the pieces there.
   fs::create_directories(ckpt);
   std::ofstream(ckpt + "/rank0.ckpt") << "piece";
