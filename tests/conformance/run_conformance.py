@@ -29,7 +29,8 @@ def find_oracle():
     if os.environ.get("VOLT_ORACLE_DIR"):  # an explicit choice, no fallback
         candidates = [os.environ["VOLT_ORACLE_DIR"]]
     else:
-        source = os.environ.get("VOLT_SOURCE_DIR") or os.path.join(HERE, "..", "..")
+        # realpath first: normpath below folds "src/.." lexically, which is wrong when src is a link (.ci/run's).
+        source = os.path.realpath(os.environ.get("VOLT_SOURCE_DIR") or os.path.join(HERE, "..", ".."))
         candidates = [os.path.join(source, "..", "shared", "oracle"), "/work/shared/oracle"]
     for cand in candidates:
         cand = os.path.normpath(cand)
