@@ -7,6 +7,7 @@
 //             state from the step before: the most of the three a rank holds at once)
 //   peak RSS: VmHWM of each rank process at the end of fit (everything: activations, buckets, gathers)
 //   step    : median wall time of the measured steps (after --warmup), the slower rank's
+// WRAPPED is FULL_SHARD with the embedding, every block and the head wrapped in volt::Sharded.
 // Every mode runs in fresh processes, modes alternating for --rounds rounds; medians are reported,
 // with each figure as a ratio to ddp's.
 //   build/bench/fsdp_memory [--steps 3] [--warmup 1] [--rounds 1] [--layers 12] [--wrap class:TransformerEncoderLayer]
@@ -55,24 +56,40 @@ int64_t arg_int(const std::string& k, int64_t d) {
 
 constexpr int64_t kVocab = 16384, kWidth = 512, kHeads = 8, kFeedForward = 2048, kSeq = 64, kBatch = 4;
 
+/// `wrapped`: the embedding, each block and the output layer are volt::Sharded units (the same parameters,
+/// names and initial values): under FULL_SHARD each is gathered just before its forward and backward.
 class TransformerLM : public volt::Module {
  public:
-  explicit TransformerLM(int64_t layers) {
+  TransformerLM(int64_t layers, bool wrapped) {
     torch::manual_seed(0);
-    embed = register_module("embed", torch::nn::Embedding(kVocab, kWidth));
-    for (int64_t i = 0; i < layers; ++i) {
-      blocks.push_back(register_module(
-          "block" + std::to_string(i),
-          torch::nn::TransformerEncoderLayer(
-              torch::nn::TransformerEncoderLayerOptions(kWidth, kHeads).dim_feedforward(kFeedForward).dropout(0.0))));
+    const auto block_options =
+        torch::nn::TransformerEncoderLayerOptions(kWidth, kHeads).dim_feedforward(kFeedForward).dropout(0.0);
+    if (wrapped) {
+      wembed = register_module("embed", volt::Sharded<torch::nn::EmbeddingImpl>(kVocab, kWidth));
+    } else {
+      embed = register_module("embed", torch::nn::Embedding(kVocab, kWidth));
     }
-    head = register_module("head", torch::nn::Linear(kWidth, kVocab));
+    for (int64_t i = 0; i < layers; ++i) {
+      const std::string name = "block" + std::to_string(i);
+      if (wrapped) {
+        wblocks.push_back(register_module(name, volt::Sharded<torch::nn::TransformerEncoderLayerImpl>(block_options)));
+      } else {
+        blocks.push_back(register_module(name, torch::nn::TransformerEncoderLayer(block_options)));
+      }
+    }
+    if (wrapped) {
+      whead = register_module("head", volt::Sharded<torch::nn::LinearImpl>(kWidth, kVocab));
+    } else {
+      head = register_module("head", torch::nn::Linear(kWidth, kVocab));
+    }
     mask = at::triu(at::ones({kSeq, kSeq}) * -1e9, 1);
   }
   at::Tensor training_step(volt::Batch& batch, volt::StepContext&) override {
-    at::Tensor h = embed->forward(batch[0]).transpose(0, 1);  // [seq, batch, width]
+    at::Tensor h = (embed ? embed->forward(batch[0]) : wembed(batch[0])).transpose(0, 1);  // [seq, batch, width]
     for (auto& b : blocks) h = b->forward(h, mask);
-    at::Tensor logits = head->forward(h.transpose(0, 1));     // [batch, seq, vocab]
+    for (auto& b : wblocks) h = b(h, mask);
+    h = h.transpose(0, 1);
+    at::Tensor logits = head ? head->forward(h) : whead(h);  // [batch, seq, vocab]
     return torch::nn::functional::cross_entropy(logits.reshape({-1, kVocab}), batch[1].reshape(-1));
   }
   volt::OptimizerConfig configure_optimizers() override {
@@ -81,6 +98,9 @@ class TransformerLM : public volt::Module {
   torch::nn::Embedding embed{nullptr};
   std::vector<torch::nn::TransformerEncoderLayer> blocks;
   torch::nn::Linear head{nullptr};
+  volt::Sharded<torch::nn::EmbeddingImpl> wembed{nullptr};
+  std::vector<volt::Sharded<torch::nn::TransformerEncoderLayerImpl>> wblocks;
+  volt::Sharded<torch::nn::LinearImpl> whead{nullptr};
   at::Tensor mask;
 };
 
@@ -166,9 +186,10 @@ int run_rank(const std::string& mode) {
   o.devices = "2";
   o.num_threads = 1;
   o.strategy = mode == "ddp" ? "ddp" : "fsdp";
+  const bool wrapped = mode == "WRAPPED";
   if (mode != "ddp") {
-    o.fsdp_sharding_strategy = mode;
-    o.fsdp_auto_wrap_policy = arg("wrap", "class:TransformerEncoderLayer");
+    o.fsdp_sharding_strategy = wrapped ? "FULL_SHARD" : mode;
+    o.fsdp_auto_wrap_policy = wrapped ? "" : arg("wrap", "class:TransformerEncoderLayer");
   }
   o.max_steps = steps;
   o.enable_progress_bar = false;
@@ -180,7 +201,7 @@ int run_rank(const std::string& mode) {
   volt::Trainer* self = nullptr;
   volt::Trainer trainer(o, {std::make_shared<Measure>(arg("out", "/tmp/fsdp_memory"), self)});
   self = &trainer;
-  TransformerLM model(arg_int("layers", 12));
+  TransformerLM model(arg_int("layers", 12), wrapped);
   trainer.fit(model, std::make_shared<volt::data::DataLoader>(data, lo));
   return 0;
 }
@@ -218,14 +239,17 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  const std::vector<std::string> modes = {"ddp", "FULL_SHARD", "SHARD_GRAD_OP"};
+  // WRAPPED: FULL_SHARD with the embedding, the blocks and the head each a volt::Sharded unit (gathered just
+  // before its forward and its backward, freed after each); FULL_SHARD and SHARD_GRAD_OP: the blocks as units
+  // of the wrap policy (gathered at the step's start).
+  const std::vector<std::string> modes = {"ddp", "FULL_SHARD", "WRAPPED", "SHARD_GRAD_OP"};
   std::map<std::string, std::map<std::string, std::vector<double>>> results;
   const std::string dir = "/tmp/volt_fsdp_memory_" + std::to_string(::getpid());
   std::string forwarded;
   for (const auto& [k, v] : g_args) forwarded += " --" + k + " '" + v + "'";
   int64_t n = 0;
   {
-    TransformerLM probe(arg_int("layers", 12));
+    TransformerLM probe(arg_int("layers", 12), false);
     for (const auto& p : probe.parameters()) n += p.numel();
     std::printf("fsdp_memory: transformer LM, %lld layers, %.1fM parameters, Adam, 2 ranks x 1 thread, batch %lld x "
                 "%lld tokens per rank\n",
@@ -271,8 +295,9 @@ int main(int argc, char** argv) {
   // `volt plan --params` must predict what was counted (within fsdp's per-parameter padding).
   int failed = 0;
   for (const auto& mode : modes) {
-    const auto sharding = mode == "ddp" ? volt::strategies::ShardingStrategy::kNoShard
-                                        : volt::strategies::parse_sharding_strategy(mode);
+    const auto sharding = mode == "ddp"       ? volt::strategies::ShardingStrategy::kNoShard
+                          : mode == "WRAPPED" ? volt::strategies::ShardingStrategy::kFullShard
+                                              : volt::strategies::parse_sharding_strategy(mode);
     const double plan =
         static_cast<double>(volt::strategies::rank_memory(mode == "ddp" ? "ddp" : "fsdp", sharding, 2, n, 4, 2).total());
     const double counted = fig(mode, "counted");

@@ -101,15 +101,18 @@ void check_auto_wrap_policy(const std::string& policy, const std::string& flag) 
   }
   throw ConfigError(flag + "='" + policy + "' is not a wrap policy." + fix);
 }
-
 struct FSDPStrategy::StateParam {
   std::string name;
   at::Tensor param;  ///< the module's Parameter (the same object throughout)
   std::vector<int64_t> shape;
   int64_t numel = 0;
   int64_t shard = 0;  ///< ceil(numel / world size)
+  size_t unit = 0;    ///< index of its unit
   /// The whole parameter, zero-padded to shard * world size elements: while gathered, and between
-  /// steps under SHARD_GRAD_OP (the shard is then a view into it).
+  /// steps under SHARD_GRAD_OP (the shard is then a view into it). For a unit the user wrapped
+  /// (volt::Sharded) under FULL_SHARD it stays between gathers with its storage released (0 bytes):
+  /// the autograd graph of a forward keeps views of it, and the re-gather before the backward refills
+  /// that same storage.
   at::Tensor whole;
   /// A shard-shaped gradient the gather put aside (LibTorch 1.13's zero_grad keeps zeroed
   /// gradients); added to the shard gradient of the next reduce-scatter.
@@ -124,14 +127,37 @@ struct FSDPStrategy::State {
     std::vector<int64_t> offsets;  ///< of each member's shard in the unit's per-rank buffer
     int64_t total = 0;             ///< elements of one rank's buffer (the sum of the members' shards)
     at::ScalarType dtype = at::kFloat;
+    bool whole = true;   ///< the members hold their whole parameters (else their pieces)
+    int64_t group = -1;  ///< the wrapped module (index in `groups`) it belongs to, or -1
+  };
+  /// A module the user wrapped (volt::Sharded): its units are gathered by its own forward.
+  struct Group {
+    std::shared_ptr<torch::nn::Module> module;  ///< held, so that its hooks can be removed safely
+    ShardedUnitBase* sharded = nullptr;
+    std::vector<size_t> units;
   };
   std::vector<Param> params;
   std::vector<Unit> units;
+  std::vector<Group> groups;
   std::unordered_map<const c10::TensorImpl*, size_t> by_impl;
   /// For each optimizer, the index in `params` of its p-th parameter (over its groups), or -1.
   std::vector<std::vector<int64_t>> optimizer_params;
-  bool gathered = true;
+  bool in_step = false;  ///< a step's gather ran and its re-shard has not yet
   bool failed = false;
+
+  bool all_whole() const {
+    return std::all_of(units.begin(), units.end(), [](const Unit& u) { return u.whole; });
+  }
+
+  // All-gathers in flight (pipelined at a step's start; a wrapped module's prefetch).
+  std::vector<std::vector<at::Tensor>> gather_out;
+  std::vector<c10::intrusive_ptr<c10d::Work>> gather_works;
+  int64_t prefetching = -1;            ///< the group whose all-gather is on its way, or -1
+  std::vector<size_t> forward_order;   ///< groups in the order their forward ran, this step
+  std::vector<size_t> last_forward_order;
+  UnitCounts counts;
+  int64_t whole_elements = 0;
+  std::shared_ptr<char> alive = std::make_shared<char>(0);  ///< a backward hook outliving this state does nothing
 
   // The reduce-scatter of a unit starts as soon as all its members' gradients are accumulated in
   // the backward (a post hook on each parameter's gradient accumulator), overlapping the backward of
@@ -146,6 +172,19 @@ struct FSDPStrategy::State {
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;  ///< held: their hooks stay
   std::vector<uintptr_t> hook_keys;
   int64_t started_in_backward = 0;
+};
+
+/// What a wrapped module's forward calls (volt/core/sharded_unit.h), passed on to the strategy.
+class FSDPStrategy::WrappedUnitHooks final : public UnitHooks {
+ public:
+  explicit WrappedUnitHooks(FSDPStrategy& s) : s_(s) {}
+  void before_forward(size_t group) override { s_.before_unit_forward(group); }
+  void after_forward(size_t group, const std::vector<at::Tensor>& outputs) override {
+    s_.after_unit_forward(group, outputs);
+  }
+
+ private:
+  FSDPStrategy& s_;
 };
 
 namespace {
@@ -164,20 +203,44 @@ class GradReadyHook final : public torch::autograd::FunctionPostHook {
   std::function<void(size_t)> ready_;
   size_t index_;
 };
+
+/// Frees the memory of `t`'s storage and keeps the storage object (and every view of it: the ones an
+/// autograd graph saved) for refill_storage.
+void release_storage(const at::Tensor& t) {
+  c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
+  if (s->nbytes() == 0 || s->allocator() == nullptr) return;
+  s->set_data_ptr_noswap(s->allocator()->allocate(0));
+  s->set_nbytes(0);
+}
+
+/// Gives the storage of `t` (a contiguous tensor from its start) room for `t` again; the contents are
+/// whatever the allocator returns, to be overwritten.
+void refill_storage(const at::Tensor& t) {
+  c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
+  const size_t bytes = static_cast<size_t>(t.storage_offset() + t.numel()) * t.element_size();
+  if (s->nbytes() >= bytes) return;
+  s->set_data_ptr_noswap(s->allocator()->allocate(bytes));
+  s->set_nbytes(bytes);
+}
 }  // namespace
 
 FSDPStrategy::FSDPStrategy(const StrategyParts& parts, FSDPOptions options)
-    : DDPStrategy(parts, parts.ddp), fsdp_(std::move(options)), state_(std::make_unique<State>()) {
+    : DDPStrategy(parts, parts.ddp),
+      fsdp_(std::move(options)),
+      state_(std::make_unique<State>()),
+      unit_hooks_(std::make_unique<WrappedUnitHooks>(*this)) {
   check_auto_wrap_policy(fsdp_.auto_wrap_policy);
 }
 
 FSDPStrategy::~FSDPStrategy() {
   // A gradient accumulator can outlive this strategy (a graph the user kept): its hook must not call back.
-  if (state_) remove_gradient_hooks();
+  if (state_) {
+    remove_gradient_hooks();
+    detach_wrapped_modules();
+  }
 }
 
-std::vector<std::pair<std::string, std::vector<std::string>>> FSDPStrategy::wrap_units(const Module& module,
-                                                                                      const std::string& policy) {
+std::vector<FSDPStrategy::UnitPlan> FSDPStrategy::plan_units(const Module& module, const std::string& policy) {
   std::vector<std::string> order;
   std::unordered_map<std::string, int64_t> numel;
   for (const auto& item : module.named_parameters(true)) {
@@ -186,16 +249,19 @@ std::vector<std::pair<std::string, std::vector<std::string>>> FSDPStrategy::wrap
     numel[item.key()] = item.value().numel();
   }
   std::set<std::string> assigned;
-  std::vector<std::pair<std::string, std::vector<std::string>>> units;
+  std::vector<UnitPlan> units;
   int64_t min_size = 0;
   std::vector<std::string> classes;
   if (policy.rfind("size:", 0) == 0) min_size = std::stoll(policy.substr(5));
   if (policy.rfind("class:", 0) == 0) classes = split_commas(policy.substr(6));
-  // Post-order: the innermost submodule that qualifies takes its parameters first.
+  // Post-order: the innermost submodule that qualifies takes its parameters first. A module the user
+  // wrapped (volt::Sharded) is a unit whatever the policy.
   std::function<void(const torch::nn::Module&, const std::string&)> visit = [&](const torch::nn::Module& m,
                                                                                  const std::string& prefix) {
     for (const auto& child : m.named_children()) visit(*child.value(), prefix + child.key() + ".");
-    if (prefix.empty() || policy.empty()) return;
+    if (prefix.empty()) return;
+    const auto* sharded = dynamic_cast<const ShardedUnitBase*>(&m);
+    if (policy.empty() && sharded == nullptr) return;
     std::vector<std::string> mine;
     int64_t size = 0;
     for (const auto& item : m.named_parameters(true)) {
@@ -204,29 +270,47 @@ std::vector<std::pair<std::string, std::vector<std::string>>> FSDPStrategy::wrap
       mine.push_back(name);
       size += numel[name];
     }
-    bool wrap = false;
-    if (min_size > 0) wrap = size >= min_size;
+    bool wrap = sharded != nullptr;
+    if (min_size > 0) wrap = wrap || size >= min_size;
     for (const auto& c : classes) wrap = wrap || c == m.name() || c == short_class_name(m.name());
     if (!wrap || mine.empty()) return;
     for (const auto& n : mine) assigned.insert(n);
-    units.emplace_back(prefix.substr(0, prefix.size() - 1), std::move(mine));
+    units.push_back({prefix.substr(0, prefix.size() - 1), std::move(mine), sharded != nullptr});
   };
   visit(module, "");
   std::vector<std::string> rest;
   for (const auto& n : order) {
     if (assigned.count(n) == 0) rest.push_back(n);
   }
-  if (!rest.empty()) units.emplace_back("", std::move(rest));
+  if (!rest.empty()) units.push_back({"", std::move(rest), false});
   return units;
 }
 
+std::vector<std::pair<std::string, std::vector<std::string>>> FSDPStrategy::wrap_units(const Module& module,
+                                                                                      const std::string& policy) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> out;
+  for (auto& u : plan_units(module, policy)) out.emplace_back(std::move(u.name), std::move(u.params));
+  return out;
+}
+
 void FSDPStrategy::check_module(const Module& module) const {
-  if (!sharded_mode() || fsdp_.auto_wrap_policy.empty()) return;
-  bool any = false;
-  for (const auto& p : module.parameters(true)) any = any || p.requires_grad();
-  if (!any) return;  // configure_model may build them; setup checks again
-  const auto units = wrap_units(module, fsdp_.auto_wrap_policy);
-  const bool wraps = std::any_of(units.begin(), units.end(), [](const auto& u) { return !u.first.empty(); });
+  if (!sharded_mode()) return;
+  // A parameter registered under two names (tied weights) would be cut into pieces twice.
+  std::unordered_map<const c10::TensorImpl*, std::string> seen;
+  for (const auto& item : module.named_parameters(true)) {
+    if (!item.value().requires_grad()) continue;
+    const auto [it, fresh] = seen.emplace(item.value().unsafeGetTensorImpl(), item.key());
+    if (!fresh) {
+      throw NotSupportedError("strategy='fsdp' shards every parameter once, but " + it->second + " and " +
+                              item.key() + " of " + module.name() +
+                              " are the same tensor (tied weights). Use fsdp.sharding_strategy=NO_SHARD or "
+                              "strategy='ddp', or give the two their own parameters.");
+    }
+  }
+  bool any = !seen.empty();
+  if (!any || fsdp_.auto_wrap_policy.empty()) return;  // configure_model may build them; setup checks again
+  const auto units = plan_units(module, fsdp_.auto_wrap_policy);
+  const bool wraps = std::any_of(units.begin(), units.end(), [](const auto& u) { return !u.name.empty(); });
   if (wraps) return;
   std::set<std::string> names;
   int64_t largest = 0;
@@ -245,12 +329,19 @@ void FSDPStrategy::check_module(const Module& module) const {
                     "policy (the whole module as one unit).");
 }
 
+void FSDPStrategy::detach_wrapped_modules() {
+  for (auto& g : state_->groups) {
+    if (g.sharded != nullptr) g.sharded->attach_unit_hooks(nullptr, 0);
+  }
+}
+
 void FSDPStrategy::setup(Module& module) {
   if (!sharded_mode()) {
     DDPStrategy::setup(module);
     return;
   }
-  if (!state_->gathered) gather("setup after a stage that failed");
+  if (!state_->all_whole()) gather("setup after a stage that failed", /*wrapped_too=*/true);
+  detach_wrapped_modules();
   Strategy::setup(module);
   if (precision_->name() == "16-mixed") {
     throw NotSupportedError("strategy='fsdp' with precision='16-mixed': its gradient scaler decides from each "
@@ -267,10 +358,20 @@ void FSDPStrategy::setup(Module& module) {
   const int64_t r = global_rank();
   std::unordered_map<std::string, at::Tensor> by_name;
   for (const auto& item : module.named_parameters(true)) by_name[item.key()] = item.value();
-  for (const auto& [unit_name, names] : wrap_units(module, fsdp_.auto_wrap_policy)) {
+  std::unordered_map<std::string, std::shared_ptr<torch::nn::Module>> modules;
+  for (const auto& item : module.named_modules("", /*include_self=*/false)) modules[item.key()] = item.value();
+  for (const auto& plan : plan_units(module, fsdp_.auto_wrap_policy)) {
+    int64_t group = -1;
+    if (plan.wrapped && fsdp_.sharding_strategy == ShardingStrategy::kFullShard) {
+      State::Group g;
+      g.module = modules.at(plan.name);
+      g.sharded = dynamic_cast<ShardedUnitBase*>(g.module.get());
+      group = static_cast<int64_t>(fresh.groups.size());
+      fresh.groups.push_back(std::move(g));
+    }
     // One unit per dtype: a unit's shards travel in one buffer.
     std::map<at::ScalarType, State::Unit> by_dtype;
-    for (const auto& n : names) {
+    for (const auto& n : plan.params) {
       State::Param p;
       p.name = n;
       p.param = by_name.at(n);
@@ -278,15 +379,20 @@ void FSDPStrategy::setup(Module& module) {
       p.numel = p.param.numel();
       p.shard = (p.numel + w - 1) / w;
       auto& unit = by_dtype[p.param.scalar_type()];
-      unit.name = unit_name;
+      unit.name = plan.name;
       unit.dtype = p.param.scalar_type();
+      unit.group = group;
       unit.offsets.push_back(unit.total);
       unit.total += p.shard;
       unit.members.push_back(fresh.params.size());
       fresh.by_impl[p.param.unsafeGetTensorImpl()] = fresh.params.size();
       fresh.params.push_back(std::move(p));
     }
-    for (auto& [dtype, unit] : by_dtype) fresh.units.push_back(std::move(unit));
+    for (auto& [dtype, unit] : by_dtype) {
+      for (size_t i : unit.members) fresh.params[i].unit = fresh.units.size();
+      if (group >= 0) fresh.groups[static_cast<size_t>(group)].units.push_back(fresh.units.size());
+      fresh.units.push_back(std::move(unit));
+    }
   }
   torch::NoGradGuard no_grad;
   for (auto& p : fresh.params) {
@@ -301,8 +407,13 @@ void FSDPStrategy::setup(Module& module) {
     p.param.mutable_grad() = at::Tensor();
     p.param.set_data(mine);
   }
-  fresh.gathered = false;
+  for (auto& u : fresh.units) u.whole = false;
+  fresh.counts = state_->counts;
+  fresh.started_in_backward = state_->started_in_backward;
   *state_ = std::move(fresh);
+  for (size_t g = 0; g < state_->groups.size(); ++g) {
+    if (state_->groups[g].sharded != nullptr) state_->groups[g].sharded->attach_unit_hooks(unit_hooks_.get(), g);
+  }
 }
 
 void FSDPStrategy::setup_optimizers(const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers) {
@@ -325,82 +436,234 @@ void FSDPStrategy::setup_optimizers(const std::vector<std::shared_ptr<torch::opt
   }
 }
 
-namespace {
-
-/// Runs `start(u)` for each unit in `order` with at most `limit` collectives in flight (0: no limit),
-/// finishing the oldest (`finish(u)`: wait, then use its result and free its buffers) before starting
-/// the next. Bounds the memory the transfer buffers take to `limit` units.
-template <typename Start, typename Finish>
-void pipelined(const std::vector<size_t>& order, size_t limit, const Start& start, const Finish& finish) {
-  std::vector<size_t> in_flight;
-  for (size_t u : order) {
-    if (!start(u)) continue;
-    in_flight.push_back(u);
-    if (limit > 0 && in_flight.size() >= limit) {
-      finish(in_flight.front());
-      in_flight.erase(in_flight.begin());
-    }
-  }
-  for (size_t u : in_flight) finish(u);
-}
-
-}  // namespace
-
-void FSDPStrategy::gather(const char* why) {
-  if (!sharded_mode() || state_->gathered) return;
-  torch::NoGradGuard no_grad;
+void FSDPStrategy::start_gather(size_t u, const char* why) {
+  auto& st = *state_;
+  const auto& unit = st.units[u];
   const int64_t w = world_size();
-  const size_t n_units = state_->units.size();
-  std::vector<std::vector<at::Tensor>> outputs(n_units);
-  std::vector<c10::intrusive_ptr<c10d::Work>> works(n_units);
-  std::vector<size_t> order(n_units);
-  for (size_t u = 0; u < n_units; ++u) order[u] = u;
-  const auto start = [&](size_t u) {
-    const auto& unit = state_->units[u];
-    if (unit.total == 0) return false;
-    const auto options = state_->params[unit.members.front()].param.options();
-    at::Tensor in = at::empty({unit.total}, options);
-    for (size_t k = 0; k < unit.members.size(); ++k) {
-      const auto& p = state_->params[unit.members[k]];
-      in.narrow(0, unit.offsets[k], p.shard).copy_(p.param.detach());
-    }
-    std::vector<at::Tensor> ins{movable(in)};
-    std::vector<std::vector<at::Tensor>> outs(1);
-    for (int64_t r = 0; r < w; ++r) outputs[u].push_back(at::empty({unit.total}, options));
-    for (const auto& t : outputs[u]) outs[0].push_back(movable(t));
-    works[u] = impl_->pg->allgather(outs, ins);
-    return true;
-  };
-  const auto finish = [&](size_t u) {
-    works[u]->wait();
-    works[u].reset();
-    const auto& unit = state_->units[u];
-    for (size_t k = 0; k < unit.members.size(); ++k) {
-      auto& p = state_->params[unit.members[k]];
-      at::Tensor whole = p.whole.defined() ? p.whole : at::empty({p.shard * w}, p.param.options());
-      for (int64_t r = 0; r < w; ++r) {
-        whole.narrow(0, r * p.shard, p.shard).copy_(outputs[u][r].narrow(0, unit.offsets[k], p.shard));
-      }
-      p.whole = whole;
-    }
-    outputs[u].clear();
-  };
+  if (st.gather_out.size() != st.units.size()) {
+    st.gather_out.resize(st.units.size());
+    st.gather_works.resize(st.units.size());
+  }
+  torch::NoGradGuard no_grad;
+  const auto options = st.params[unit.members.front()].param.options();
+  at::Tensor in = at::empty({unit.total}, options);
+  for (size_t k = 0; k < unit.members.size(); ++k) {
+    const auto& p = st.params[unit.members[k]];
+    in.narrow(0, unit.offsets[k], p.shard).copy_(p.param.detach());
+  }
+  std::vector<at::Tensor> ins{movable(in)};
+  std::vector<std::vector<at::Tensor>> outs(1);
+  st.gather_out[u].clear();
+  for (int64_t r = 0; r < w; ++r) st.gather_out[u].push_back(at::empty({unit.total}, options));
+  for (const auto& t : st.gather_out[u]) outs[0].push_back(movable(t));
   try {
-    pipelined(order, fsdp_.limit_all_gathers ? 2 : 0, start, finish);
+    st.gather_works[u] = impl_->pg->allgather(outs, ins);
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
+    st.gather_out[u].clear();
     collective_failed(std::string("the fsdp all-gather of the parameters (") + why + ")", e);
   }
-  // Only once every unit arrived: a failure above leaves every parameter its shard.
-  for (auto& p : state_->params) {
+}
+
+void FSDPStrategy::finish_gather(size_t u, const char* why) {
+  auto& st = *state_;
+  try {
+    st.gather_works[u]->wait();
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    st.gather_works[u].reset();
+    st.gather_out[u].clear();
+    collective_failed(std::string("the fsdp all-gather of the parameters (") + why + ")", e);
+  }
+  st.gather_works[u].reset();
+  torch::NoGradGuard no_grad;
+  const int64_t w = world_size();
+  auto& unit = st.units[u];
+  for (size_t k = 0; k < unit.members.size(); ++k) {
+    auto& p = st.params[unit.members[k]];
+    if (p.whole.defined()) {
+      refill_storage(p.whole);
+    } else {
+      p.whole = at::empty({p.shard * w}, p.param.options());
+    }
+    for (int64_t r = 0; r < w; ++r) {
+      p.whole.narrow(0, r * p.shard, p.shard).copy_(st.gather_out[u][r].narrow(0, unit.offsets[k], p.shard));
+    }
     if (p.param.grad().defined()) {
       p.kept_grad = p.param.grad().detach();
       p.param.mutable_grad() = at::Tensor();
     }
     p.param.set_data(p.whole.narrow(0, 0, p.numel).view(p.shape));
+    st.whole_elements += p.shard * w;
   }
-  state_->gathered = true;
+  st.gather_out[u].clear();
+  unit.whole = true;
+  if (st.in_step) st.counts.peak_whole_elements = std::max(st.counts.peak_whole_elements, st.whole_elements);
+}
+
+void FSDPStrategy::shard_unit(size_t u, bool restore_grad) {
+  auto& st = *state_;
+  auto& unit = st.units[u];
+  if (!unit.whole) return;
+  torch::NoGradGuard no_grad;
+  const int64_t w = world_size();
+  const int64_t rank = global_rank();
+  for (size_t i : unit.members) {
+    auto& p = st.params[i];
+    at::Tensor mine = p.whole.narrow(0, rank * p.shard, p.shard);
+    if (fsdp_.sharding_strategy == ShardingStrategy::kFullShard) {
+      mine = mine.clone();
+      // A wrapped unit's whole parameters may be saved by an autograd graph: the storage goes, the
+      // tensor stays for the re-gather. Any other unit's go with their last reference.
+      if (unit.group >= 0) {
+        release_storage(p.whole);
+      } else {
+        p.whole = at::Tensor();
+      }
+    }
+    p.param.set_data(mine);
+    if (restore_grad) {
+      p.param.mutable_grad() = p.kept_grad;  // the shard gradient the gather put aside (or none)
+      p.kept_grad = at::Tensor();
+    }
+    st.whole_elements -= p.shard * w;
+  }
+  unit.whole = false;
+}
+
+void FSDPStrategy::gather(const char* why, bool wrapped_too) {
+  if (!sharded_mode()) return;
+  auto& st = *state_;
+  finish_prefetch(why);
+  std::vector<size_t> order;
+  for (size_t u = 0; u < st.units.size(); ++u) {
+    if (!st.units[u].whole && (wrapped_too || st.units[u].group < 0)) order.push_back(u);
+  }
+  // At most two units' transfer buffers at once with limit_all_gathers.
+  const size_t limit = fsdp_.limit_all_gathers ? 2 : 0;
+  std::vector<size_t> in_flight;
+  for (size_t u : order) {
+    start_gather(u, why);
+    in_flight.push_back(u);
+    if (limit > 0 && in_flight.size() >= limit) {
+      finish_gather(in_flight.front(), why);
+      in_flight.erase(in_flight.begin());
+    }
+  }
+  for (size_t u : in_flight) finish_gather(u, why);
+}
+
+void FSDPStrategy::finish_prefetch(const char* why) {
+  auto& st = *state_;
+  if (st.prefetching < 0) return;
+  const size_t g = static_cast<size_t>(st.prefetching);
+  st.prefetching = -1;
+  for (size_t u : st.groups[g].units) {
+    if (!st.units[u].whole && st.gather_works[u]) finish_gather(u, why);
+  }
+}
+
+void FSDPStrategy::prefetch(size_t g) {
+  auto& st = *state_;
+  if (st.prefetching >= 0) return;
+  bool any = false;
+  for (size_t u : st.groups[g].units) {
+    if (st.units[u].whole) continue;
+    start_gather(u, "prefetch of a wrapped unit");
+    any = true;
+  }
+  if (any) st.prefetching = static_cast<int64_t>(g);
+}
+
+bool FSDPStrategy::make_group_whole(size_t g, const char* why) {
+  auto& st = *state_;
+  if (st.prefetching == static_cast<int64_t>(g)) {
+    finish_prefetch(why);
+    return true;
+  }
+  bool gathered = false;
+  for (size_t u : st.groups[g].units) {
+    if (st.units[u].whole) continue;
+    start_gather(u, why);
+    finish_gather(u, why);
+    gathered = true;
+  }
+  return gathered;
+}
+
+void FSDPStrategy::before_unit_forward(size_t g) {
+  auto& st = *state_;
+  if (!st.in_step) {
+    throw Error(who() + ": the forward of the wrapped unit '" + st.units[st.groups[g].units.front()].name +
+                "' ran outside a training, validation, test or predict step; under strategy='fsdp' its "
+                "parameters are pieces between steps (gathering them needs every rank). Run it inside a step.");
+  }
+  const bool training = at::GradMode::is_enabled();
+  if (make_group_whole(g, "before the forward of a wrapped unit")) ++st.counts.gathered_before_forward;
+  if (!training) return;
+  st.forward_order.push_back(g);
+  // The next unit of the last step's forward, while this one computes.
+  const auto& last = st.last_forward_order;
+  const size_t at = st.forward_order.size();
+  if (at < last.size() && last[at - 1] == g) prefetch(last[at]);
+}
+
+void FSDPStrategy::after_unit_forward(size_t g, const std::vector<at::Tensor>& outputs) {
+  auto& st = *state_;
+  const auto& group = st.groups[g];
+  if (!at::GradMode::is_enabled()) {  // evaluation: no graph keeps the parameters
+    bool any = false;
+    for (size_t u : group.units) any = shard_now(u) || any;
+    if (any) ++st.counts.freed_after_forward;
+    return;
+  }
+  // Inside no_sync (accumulating whole gradients), or with a gradient from an earlier micro-batch, or
+  // without an output the graph continues from, the unit stays whole until the step's reduce-scatter.
+  if (!impl_->sync) return;
+  std::vector<at::Tensor> tracked;
+  for (const auto& t : outputs) {
+    if (t.defined() && t.requires_grad() && t.grad_fn()) tracked.push_back(t);
+  }
+  if (tracked.empty()) return;
+  for (size_t u : group.units) {
+    for (size_t i : st.units[u].members) {
+      if (st.params[i].param.grad().defined()) return;
+    }
+  }
+  for (size_t u : group.units) shard_unit(u, /*restore_grad=*/false);
+  ++st.counts.freed_after_forward;
+  std::weak_ptr<char> alive = st.alive;
+  for (auto& t : tracked) {
+    t.register_hook([this, alive, g](const at::Tensor&) {
+      if (alive.expired()) return;
+      before_unit_backward(g);
+    });
+  }
+}
+
+bool FSDPStrategy::shard_now(size_t u) {
+  if (!state_->units[u].whole) return false;
+  shard_unit(u, /*restore_grad=*/true);
+  return true;
+}
+
+void FSDPStrategy::before_unit_backward(size_t g) {
+  auto& st = *state_;
+  if (make_group_whole(g, "before the backward of a wrapped unit")) ++st.counts.gathered_before_backward;
+  // The unit whose forward ran before this one is the next to need its parameters in this backward.
+  const auto& order = st.forward_order;
+  for (size_t k = order.size(); k-- > 1;) {
+    if (order[k] == g) {
+      prefetch(order[k - 1]);
+      break;
+    }
+  }
+}
+
+const FSDPStrategy::UnitCounts& FSDPStrategy::wrapped_unit_counts() const {
+  return state_->counts;
 }
 
 int64_t FSDPStrategy::reduce_scatters_started_in_backward() const {
@@ -475,6 +738,11 @@ void FSDPStrategy::on_gradient_ready(size_t index) {
   if (st.started[u] || ++st.ready[u] < st.units[u].members.size()) return;
   start_reduce(u);
   ++st.started_in_backward;
+  // A wrapped unit's backward is over once all its gradients are in: its whole parameters go now.
+  if (st.units[u].group >= 0 && st.units[u].whole) {
+    shard_unit(u, /*restore_grad=*/false);
+    ++st.counts.freed_after_backward;
+  }
 }
 
 void FSDPStrategy::prepare_overlap() {
@@ -518,18 +786,26 @@ void FSDPStrategy::remove_gradient_hooks() {
   st.works.clear();
 }
 
+void FSDPStrategy::end_step() {
+  auto& st = *state_;
+  st.in_step = false;
+  if (!st.forward_order.empty()) st.last_forward_order = st.forward_order;
+  st.forward_order.clear();
+}
+
 void FSDPStrategy::reduce_scatter_and_reshard() {
   auto& st = *state_;
   const size_t n_units = st.units.size();
   if (st.started.size() != n_units) prepare_overlap();
+  finish_prefetch("prefetch of a wrapped unit");
   // The units the backward did not start (a member without a gradient), last unit first.
   for (size_t u = n_units; u-- > 0;) {
     if (!st.started[u]) start_reduce(u);
   }
   while (!st.in_flight.empty()) finish_reduce();
-  torch::NoGradGuard no_grad;
-  const int64_t rank = global_rank();
   for (size_t u = 0; u < n_units; ++u) {
+    shard_unit(u, /*restore_grad=*/false);
+    torch::NoGradGuard no_grad;
     const auto& unit = st.units[u];
     for (size_t k = 0; k < unit.members.size(); ++k) {
       auto& p = st.params[unit.members[k]];
@@ -537,24 +813,19 @@ void FSDPStrategy::reduce_scatter_and_reshard() {
                                     : at::empty({0}, p.param.options());
       if (p.kept_grad.defined()) grad.add_(p.kept_grad);
       p.kept_grad = at::Tensor();
-      at::Tensor mine = p.whole.narrow(0, rank * p.shard, p.shard);
-      if (fsdp_.sharding_strategy == ShardingStrategy::kFullShard) {
-        mine = mine.clone();
-        p.whole = at::Tensor();
-      }
-      p.param.set_data(mine);
       p.param.mutable_grad() = grad;
     }
     st.summed[u] = at::Tensor();
     st.started[u] = 0;
     st.ready[u] = 0;
   }
-  st.gathered = false;
+  end_step();
 }
 
 at::Tensor FSDPStrategy::training_step(Module& module, Batch& batch, StepContext& ctx) {
   if (!sharded_mode()) return DDPStrategy::training_step(module, batch, ctx);
   raise_if_a_rank_failed();
+  state_->in_step = true;
   gather("training_step");
   return Strategy::training_step(module, batch, ctx);
 }
@@ -564,43 +835,43 @@ at::ScalarType FSDPStrategy::reduce_dtype(at::ScalarType param_dtype) const {
 }
 
 void FSDPStrategy::reshard() {
-  if (!sharded_mode() || !state_->gathered) return;
-  torch::NoGradGuard no_grad;
-  const int64_t rank = global_rank();
-  for (auto& p : state_->params) {
-    at::Tensor mine = p.whole.narrow(0, rank * p.shard, p.shard);
-    if (fsdp_.sharding_strategy == ShardingStrategy::kFullShard) {
-      mine = mine.clone();
-      p.whole = at::Tensor();
-    }
-    p.param.set_data(mine);
-    p.param.mutable_grad() = p.kept_grad;  // the shard gradient the gather put aside (or none)
-    p.kept_grad = at::Tensor();
-  }
-  state_->gathered = false;
+  if (!sharded_mode()) return;
+  finish_prefetch("prefetch of a wrapped unit");
+  for (size_t u = 0; u < state_->units.size(); ++u) shard_unit(u, /*restore_grad=*/true);
+  end_step();
 }
 
 // An evaluation step gathers for its forward and re-shards after it, so that between steps (where
-// callbacks and checkpoints look) the parameters are always the pieces.
+// callbacks and checkpoints look) the parameters are always the pieces. A wrapped unit gathers for its
+// own forward and re-shards after it.
+void FSDPStrategy::evaluation_step(const char* why, const std::function<void()>& step) {
+  if (!sharded_mode()) {
+    step();
+    return;
+  }
+  const bool keep = state_->in_step || state_->all_whole();
+  const bool was_in_step = state_->in_step;
+  state_->in_step = true;
+  gather(why);
+  step();
+  if (keep) {
+    state_->in_step = was_in_step;
+  } else {
+    reshard();
+  }
+}
+
 void FSDPStrategy::validation_step(Module& module, Batch& batch, StepContext& ctx) {
-  const bool was = state_->gathered;
-  gather("validation_step");
-  DDPStrategy::validation_step(module, batch, ctx);
-  if (!was) reshard();
+  evaluation_step("validation_step", [&] { DDPStrategy::validation_step(module, batch, ctx); });
 }
 
 void FSDPStrategy::test_step(Module& module, Batch& batch, StepContext& ctx) {
-  const bool was = state_->gathered;
-  gather("test_step");
-  DDPStrategy::test_step(module, batch, ctx);
-  if (!was) reshard();
+  evaluation_step("test_step", [&] { DDPStrategy::test_step(module, batch, ctx); });
 }
 
 at::Tensor FSDPStrategy::predict_step(Module& module, Batch& batch, StepContext& ctx) {
-  const bool was = state_->gathered;
-  gather("predict_step");
-  at::Tensor out = DDPStrategy::predict_step(module, batch, ctx);
-  if (!was) reshard();
+  at::Tensor out;
+  evaluation_step("predict_step", [&] { out = DDPStrategy::predict_step(module, batch, ctx); });
   return out;
 }
 
@@ -609,7 +880,7 @@ void FSDPStrategy::backward(const at::Tensor& loss) {
     DDPStrategy::backward(loss);
     return;
   }
-  if (!state_->gathered) {
+  if (!state_->in_step) {
     throw Error(who() + ": fsdp backward while the parameters are sharded: the loss was not computed by a "
                         "training_step this strategy ran (the parameters are gathered just before it).");
   }
@@ -664,7 +935,7 @@ void FSDPStrategy::for_each_optimizer_state(
 
 at::Tensor FSDPStrategy::full_value(size_t index) {
   const auto& p = state_->params[index];
-  if (state_->gathered) return p.param.detach().clone();
+  if (state_->units[p.unit].whole) return p.param.detach().clone();
   const auto pieces = all_gather(p.param.detach().contiguous());
   return at::cat(pieces).narrow(0, 0, p.numel).view(p.shape).clone();
 }
@@ -709,9 +980,10 @@ nlohmann::json FSDPStrategy::cut_to_pieces(Checkpoint& checkpoint,
     if (it == checkpoint.tensors.end()) continue;
     // Between steps the parameter is this rank's piece; gathered (after a stage, or inside a step that
     // failed) the piece is cut from the whole again.
-    if (p.param.numel() == p.shard && !(state_->gathered && p.whole.defined())) {
+    const bool whole = state_->units[p.unit].whole;
+    if (!whole) {
       it->second = p.param.detach().clone();
-    } else if (p.whole.defined() && p.whole.numel() >= (rank + 1) * p.shard) {
+    } else if (p.whole.defined() && p.whole.numel() >= (rank + 1) * p.shard && p.whole.storage().nbytes() > 0) {
       it->second = p.whole.narrow(0, rank * p.shard, p.shard).clone();
     } else {
       throw CheckpointError(who() + ": " + p.name + " is neither this rank's piece nor gathered whole (" +
@@ -780,7 +1052,7 @@ void FSDPStrategy::save_checkpoint_without_collective(const Checkpoint& checkpoi
 
 Checkpoint FSDPStrategy::load_checkpoint(const std::string& path) {
   Checkpoint c = DDPStrategy::load_checkpoint(path);
-  if (!sharded_mode() || state_->gathered || state_->params.empty()) return c;
+  if (!sharded_mode() || state_->all_whole() || state_->params.empty()) return c;
   const int64_t w = world_size();
   const int64_t rank = global_rank();
   auto shard_of = [&](const at::Tensor& t, const State::Param& p) {
@@ -814,9 +1086,13 @@ void FSDPStrategy::on_exception() {
 }
 
 void FSDPStrategy::teardown() {
-  if (sharded_mode() && !state_->failed) gather("teardown");
+  if (sharded_mode() && !state_->failed) gather("teardown", /*wrapped_too=*/true);
   for (auto& p : state_->params) p.kept_grad = at::Tensor();
   remove_gradient_hooks();
+  // A stage is over: the wrapped modules run as themselves (their parameters are whole, or, after a failure,
+  // pieces the next setup gathers).
+  detach_wrapped_modules();
+  state_->in_step = false;
   state_->failed = false;
   DDPStrategy::teardown();
 }

@@ -27,7 +27,7 @@
 // (ShardedDataset, W loader workers, sample ids as a third tensor); each rank writes the ids it
 // trained on in the order it did (stream_ids) and how many (stream_samples); --stream-skew 1: the training
 // stream's shards differ in size between the ranks (SkewedStream). --fsdp-sharding S, --wrap P and
-// --state-dict-type T: the fsdp.* flags (with --strategy fsdp); --optimizer sgd|adam|lbfgs|adamw|rmsprop|adagrad|momentum (the
+// --state-dict-type T: the fsdp.* flags; --wrapped N: fc1, N more hidden layers and fc2 are volt::Sharded units (with --strategy fsdp); --optimizer sgd|adam|lbfgs|adamw|rmsprop|adagrad|momentum (the
 // last four with a StepLR stepping every optimizer step); --clip V: gradient_clip_val (by norm); --oversubscribe 1:
 // allow_cpu_oversubscription (more ranks than cores).
 #include <signal.h>
@@ -73,6 +73,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/comm.hpp>
 #include "volt/core/module.h"
+#include "volt/core/sharded_unit.h"
 #include "volt/data/dataloader.h"
 #include "volt/data/dataset.h"
 #include "volt/data/iterable_dataset.h"
@@ -96,14 +97,29 @@ class TinyMLP : public volt::Module {
  public:
   TinyMLP() {
     torch::manual_seed(1234);
-    fc1 = register_module("fc1", torch::nn::Linear(8, 16));
+    const int64_t wrapped = arg_int("wrapped", -1);
+    if (wrapped < 0) {
+      fc1 = register_module("fc1", torch::nn::Linear(8, 16));
+    } else {
+      wfc1 = register_module("fc1", volt::Sharded<torch::nn::LinearImpl>(8, 16));
+    }
     if (g_args.count("batchnorm")) bn = register_module("bn", torch::nn::BatchNorm1d(16));
-    fc2 = register_module("fc2", torch::nn::Linear(16, 1));
+    for (int64_t i = 0; i < wrapped; ++i) {
+      mids.push_back(register_module("mid" + std::to_string(i), volt::Sharded<torch::nn::LinearImpl>(16, 16)));
+    }
+    if (wrapped < 0) {
+      fc2 = register_module("fc2", torch::nn::Linear(16, 1));
+    } else {
+      wfc2 = register_module("fc2", volt::Sharded<torch::nn::LinearImpl>(16, 1));
+    }
   }
   at::Tensor hidden(const at::Tensor& x) {
-    at::Tensor h = fc1->forward(x);
-    return torch::tanh(bn ? bn->forward(h) : h);
+    at::Tensor h = fc1 ? fc1->forward(x) : wfc1(x);
+    h = torch::tanh(bn ? bn->forward(h) : h);
+    for (auto& m : mids) h = torch::tanh(m(h));
+    return h;
   }
+  at::Tensor head(const at::Tensor& h) { return fc2 ? fc2->forward(h) : wfc2(h); }
   at::Tensor training_step(volt::Batch& batch, volt::StepContext& ctx) override {
     const int64_t die_rank = arg_int("die-rank", -1);
     const int64_t rank = std::stoll(std::getenv("RANK") ? std::getenv("RANK") : "0");
@@ -127,16 +143,16 @@ class TinyMLP : public volt::Module {
       std::this_thread::sleep_for(std::chrono::milliseconds(arg_int("step-sleep-ms", 0)));
     }
     ++steps_;
-    at::Tensor out = fc2->forward(hidden(batch[0]));
+    at::Tensor out = head(hidden(batch[0]));
     at::Tensor loss = torch::nn::functional::mse_loss(out.to(at::kFloat), batch[1].to(at::kFloat));
     if (g_args.count("sync-log")) ctx.log("rank_value", static_cast<double>(rank), {.sync_dist = true});
     return loss;
   }
   void validation_step(volt::Batch& batch, volt::StepContext& ctx) override {
-    at::Tensor out = fc2->forward(hidden(batch[0]));
+    at::Tensor out = head(hidden(batch[0]));
     ctx.log("val_loss", torch::nn::functional::mse_loss(out, batch[1]), {.sync_dist = true});
   }
-  at::Tensor predict_step(volt::Batch& batch, volt::StepContext&) override { return fc2->forward(hidden(batch[0])); }
+  at::Tensor predict_step(volt::Batch& batch, volt::StepContext&) override { return head(hidden(batch[0])); }
   volt::OptimizerConfig configure_optimizers() override {
     const std::string name = arg("optimizer", "sgd");
     std::shared_ptr<torch::optim::Optimizer> opt;
@@ -164,6 +180,9 @@ class TinyMLP : public volt::Module {
     return volt::OptimizerConfig(std::make_shared<torch::optim::SGD>(parameters(), torch::optim::SGDOptions(0.05)));
   }
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+  // --wrapped N: fc1, N hidden Linear(16, 16) layers (each followed by tanh) and fc2, each a volt::Sharded unit.
+  volt::Sharded<torch::nn::LinearImpl> wfc1{nullptr}, wfc2{nullptr};
+  std::vector<volt::Sharded<torch::nn::LinearImpl>> mids;
   torch::nn::BatchNorm1d bn{nullptr};
   int64_t steps_ = 0;
 };
@@ -570,6 +589,11 @@ int main(int argc, char** argv) {
     if (custom_hook) file << "custom_hook_calls " << custom_hook->calls << "\n";
     if (const auto* fsdp = dynamic_cast<const volt::strategies::FSDPStrategy*>(&trainer.strategy())) {
       file << "fsdp_reduce_scatters_in_backward " << fsdp->reduce_scatters_started_in_backward() << "\n";
+      const auto& c = fsdp->wrapped_unit_counts();
+      file << "fsdp_gathered_before_forward " << c.gathered_before_forward << "\nfsdp_freed_after_forward "
+           << c.freed_after_forward << "\nfsdp_gathered_before_backward " << c.gathered_before_backward
+           << "\nfsdp_freed_after_backward " << c.freed_after_backward << "\nfsdp_peak_whole_elements "
+           << c.peak_whole_elements << "\n";
     }
     if (measured_hook) {
       char buf[64];

@@ -1030,6 +1030,52 @@ TEST(FSDPStrategy, ThreeRanksWithPiecesThatDoNotDivideEvenlyMatchDdp) {
   expect_like(job("fsdp3_size", "--strategy fsdp --fsdp-sharding shard_grad_op --wrap size:100", 3, steps), ddp[0]);
 }
 
+// --wrapped 4: fc1 (8x16+16 = 144 elements), mid0..mid3 (16x16+16 = 272 each) and fc2 (16+1, padded to 18 on
+// 2 ranks) are volt::Sharded units, 1250 elements in all. Under FULL_SHARD each is gathered just before its
+// forward, freed after it, gathered again before its backward (from a hook on its output) and freed once its
+// gradients are in: 6 units x 20 steps of each, and never more than two units whole at once.
+TEST(FSDPStrategy, WrappedUnitsAreGatheredJustBeforeTheirForwardAndBackwardAndFreedAfterEach) {
+  const std::string steps = "--steps 20 --shuffle 1 --optimizer adam --wrapped 4";
+  const auto ddp = job("fsdp_wrapped_ref", "--strategy ddp", 2, steps);
+  const auto full = job("fsdp_wrapped_full", "--strategy fsdp", 2, steps);
+  expect_like(full, ddp[0]);
+  for (const auto& r : full) {
+    EXPECT_EQ(r.fields.at("fsdp_gathered_before_forward"), "120");
+    EXPECT_EQ(r.fields.at("fsdp_freed_after_forward"), "120");
+    EXPECT_EQ(r.fields.at("fsdp_gathered_before_backward"), "120");
+    EXPECT_EQ(r.fields.at("fsdp_freed_after_backward"), "120");
+    EXPECT_EQ(r.fields.at("fsdp_reduce_scatters_in_backward"), "120");
+    const int64_t peak = std::stoll(r.fields.at("fsdp_peak_whole_elements"));
+    EXPECT_GE(peak, 272);
+    EXPECT_LE(peak, 2 * 272) << "at most two units whole at once, of 1250 elements";
+  }
+  // SHARD_GRAD_OP keeps whole parameters: the wrapped modules are ordinary units there.
+  const auto grad_op = job("fsdp_wrapped_grad_op", "--strategy fsdp --fsdp-sharding shard_grad_op", 2, steps);
+  expect_like(grad_op, ddp[0]);
+  EXPECT_EQ(grad_op[0].fields.at("fsdp_gathered_before_forward"), "0");
+  // Accumulating (no_sync): a unit keeps its whole parameters (and gradients) until the last micro-batch's
+  // reduce-scatter, so the peak is the whole model; validate and predict after fit gather unit by unit.
+  const std::string acc = "--steps 12 --accumulate 3 --optimizer adam --wrapped 4 --evaluate 1";
+  const auto acc_ddp = job("fsdp_wrapped_acc_ref", "--strategy ddp", 2, acc);
+  const auto acc_full = job("fsdp_wrapped_acc", "--strategy fsdp", 2, acc);
+  expect_like(acc_full, acc_ddp[0]);
+  EXPECT_EQ(acc_full[0].fields.at("fsdp_peak_whole_elements"), "1250");
+  EXPECT_EQ(acc_full[0].fields.at("validated_val_loss"), acc_ddp[0].fields.at("validated_val_loss"));
+  EXPECT_EQ(acc_full[0].fields.at("predicted_sum"), acc_ddp[0].fields.at("predicted_sum"));
+  // bf16-mixed (autocast casts each unit's whole weights while they are gathered).
+  const std::string bf16 = "--steps 20 --shuffle 1 --optimizer adam --wrapped 4 --precision bf16-mixed";
+  expect_like(job("fsdp_wrapped_bf16", "--strategy fsdp", 2, bf16), job("fsdp_wrapped_bf16_ref", "--strategy ddp", 2, bf16)[0]);
+  // A sharded checkpoint written between steps (the units at rest, their storage released) resumes exactly.
+  const std::string root = out_prefix("fsdp_wrapped_ckpt");
+  const std::string common = "--steps 30 --samples 320 --optimizer adam --wrapped 4 --state-dict-type sharded ";
+  const auto whole_run = job("fsdp_wrapped_ckpt_full", "--strategy fsdp", 2, common + "--root " + root + "_a");
+  job("fsdp_wrapped_ckpt_part", "--strategy fsdp", 2, common + "--root " + root + "_b --interrupt-step 13");
+  const auto resumed = job("fsdp_wrapped_ckpt_resumed", "--strategy fsdp", 2,
+                           common + "--root " + root + "_b --ckpt " + root + "_b/checkpoints/interrupted.ckpt");
+  EXPECT_EQ(resumed[0].params, whole_run[0].params);
+  EXPECT_EQ(resumed[0].fields.at("global_step"), "30");
+}
+
 /// fsdp on 2 ranks, 30 steps of Adam over 320 samples, stopped by SIGTERM at step 13 (a checkpoint of
 /// `type`), then resumed: by fsdp on 2 ranks (bitwise), by one process with twice the batch (the
 /// same data per step, so within 1e-5), and by fsdp on 3 ranks (it continues to step 30).

@@ -15,6 +15,7 @@
 #include "volt/connectors/accelerator_connector.h"
 #include "volt/core/error.h"
 #include "volt/core/module.h"
+#include "volt/core/sharded_unit.h"
 #include "volt/strategies/fsdp_strategy.h"
 
 namespace {
@@ -39,6 +40,31 @@ class Net : public volt::Module {
   torch::nn::Linear embed{nullptr}, head{nullptr}, frozen{nullptr};
   torch::nn::Sequential block0{nullptr}, block1{nullptr};
 };
+
+/// A Linear wrapped with volt::Sharded between two plain ones.
+class WrappedNet : public volt::Module {
+ public:
+  WrappedNet() {
+    first = register_module("first", torch::nn::Linear(4, 8));
+    middle = register_module("middle", volt::Sharded<torch::nn::LinearImpl>(8, 8));
+    last = register_module("last", torch::nn::Linear(8, 2));
+  }
+  at::Tensor training_step(volt::Batch& b, volt::StepContext&) override { return last(middle(first(b[0]))).sum(); }
+  volt::OptimizerConfig configure_optimizers() override { return {}; }
+  torch::nn::Linear first{nullptr}, last{nullptr};
+  volt::Sharded<torch::nn::LinearImpl> middle{nullptr};
+};
+
+std::shared_ptr<volt::strategies::Strategy> fsdp_on_two_ranks(const std::string& policy = "") {
+  volt::TrainerOptions o;
+  o.accelerator = "cpu";
+  o.strategy = "fsdp";
+  o.devices = "2";
+  o.fsdp_auto_wrap_policy = policy;
+  auto hw = volt::accelerators::HardwareProbe::assume("cpu", volt::Environ());
+  hw.cpu_cores = 4;
+  return volt::connectors::AcceleratorConnector(o, volt::Environ(), hw).create_strategy();
+}
 
 std::map<std::string, std::vector<std::string>> units(const std::string& policy) {
   Net net;
@@ -140,4 +166,34 @@ TEST(FSDPPlan, TheConnectorRefusesOneProcessAndWarnsThatCommHooksDoNotApply) {
   bool warned = false;
   for (const auto& w : connector.plan().warnings) warned = warned || w.find("ddp.comm_hook='fp16' has no effect") == 0;
   EXPECT_TRUE(warned);
+}
+
+TEST(FSDPUnits, AModuleWrappedWithShardedIsAUnitUnderAnyPolicy) {
+  WrappedNet net;
+  std::map<std::string, std::vector<std::string>> u;
+  for (auto& [name, params] : FSDPStrategy::wrap_units(net, "")) u[name] = params;
+  ASSERT_EQ(u.size(), 2u);
+  EXPECT_EQ(u.at("middle"), (std::vector<std::string>{"middle.weight", "middle.bias"})) << "its names stay a Linear's";
+  EXPECT_EQ(u.at(""), (std::vector<std::string>{"first.weight", "first.bias", "last.weight", "last.bias"}));
+  u.clear();
+  for (auto& [name, params] : FSDPStrategy::wrap_units(net, "size:1000")) u[name] = params;
+  EXPECT_EQ(u.size(), 2u) << "72 elements do not reach size:1000, but the wrapper makes it a unit";
+  // Without a strategy that shards, the wrapper is the module itself.
+  torch::manual_seed(3);
+  torch::nn::Linear plain(8, 8);
+  torch::manual_seed(3);
+  volt::Sharded<torch::nn::LinearImpl> wrapped(8, 8);
+  const at::Tensor x = torch::randn({5, 8});
+  EXPECT_TRUE(torch::equal(plain(x), wrapped(x)));
+  EXPECT_FALSE(wrapped->has_unit_hooks());
+  // An empty policy with a wrapped module is not "a policy that wraps nothing".
+  EXPECT_NO_THROW(fsdp_on_two_ranks()->check_module(net));
+}
+
+TEST(FSDPUnits, TiedWeightsAreRefusedNamingBothParameters) {
+  WrappedNet net;
+  net.first->register_parameter("tied", net.last->weight);  // the same tensor under two names
+  const std::string message = volt::testing::error_message<volt::NotSupportedError>(
+      [&] { fsdp_on_two_ranks()->check_module(net); });
+  EXPECT_TRUE(volt::testing::mentions(message, {"first.tied and last.weight", "tied weights", "NO_SHARD"})) << message;
 }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "volt/checkpoint_io/sharded_checkpoint.h"
+#include "volt/core/sharded_unit.h"
 #include "volt/strategies/ddp_strategy.h"
 #include "volt/strategies/strategy_registry.h"
 
@@ -25,8 +26,13 @@ namespace volt::strategies {
 ///
 /// FULL_SHARD frees the whole parameters after the reduce-scatter; SHARD_GRAD_OP keeps them (the shard
 /// is a view into them), so a rank holds whole parameters, 1/W of the gradients and 1/W of the optimizer
-/// state. NO_SHARD is ddp (c10d's Reducer). LibTorch modules have no forward pre-hooks, so a step
-/// gathers every unit before its forward: the peak inside a step holds whole parameters.
+/// state. NO_SHARD is ddp (c10d's Reducer). LibTorch modules have no forward pre-hooks, so a unit the
+/// wrap policy makes is gathered at the start of the step's forward; a module the user wrapped with
+/// volt::Sharded (volt/core/sharded_unit.h) is a unit that, under FULL_SHARD, gathers its parameters
+/// just before its own forward (the next wrapped unit's all-gather is started meanwhile, from the
+/// order of the last step's forward), frees them after it, gathers them again from a hook on its
+/// outputs just before their backward (prefetching the unit that ran before it) and frees them once
+/// its gradients are in: a rank then holds the whole parameters of about two wrapped units at a time.
 ///
 /// Checkpoints: state_dict_type "full" gathers every parameter and every shard-shaped optimizer state
 /// tensor into the ordinary layout (rank 0 writes one file that a single process, a ddp run or
@@ -64,6 +70,17 @@ class FSDPStrategy : public DDPStrategy {
   void teardown() override;
 
   const FSDPOptions& fsdp_options() const { return fsdp_; }
+  /// What the wrapped units (volt::Sharded, FULL_SHARD) did since this strategy was made: groups made
+  /// whole just before their forward and before their backward, freed after each, and the most parameter
+  /// elements (padded) held whole at once by all units together inside a step.
+  struct UnitCounts {
+    int64_t gathered_before_forward = 0;
+    int64_t freed_after_forward = 0;
+    int64_t gathered_before_backward = 0;
+    int64_t freed_after_backward = 0;
+    int64_t peak_whole_elements = 0;
+  };
+  const UnitCounts& wrapped_unit_counts() const;
   /// How many units' reduce-scatters were started inside a backward, as soon as the unit's gradients
   /// were accumulated (the others start after it), since this strategy was made.
   int64_t reduce_scatters_started_in_backward() const;
@@ -73,9 +90,35 @@ class FSDPStrategy : public DDPStrategy {
                                                                                  const std::string& policy);
 
  private:
+  struct UnitPlan {
+    std::string name;
+    std::vector<std::string> params;
+    bool wrapped = false;  ///< a volt::Sharded module
+  };
+  static std::vector<UnitPlan> plan_units(const Module& module, const std::string& policy);
+  class WrappedUnitHooks;
   bool sharded_mode() const { return fsdp_.sharding_strategy != ShardingStrategy::kNoShard; }
-  /// Whole parameters from the shards (no-op when they are whole).
-  void gather(const char* why);
+  /// Whole parameters from the shards for every unit not whole (a wrapped one only with `wrapped_too`).
+  void gather(const char* why, bool wrapped_too = false);
+  /// Unit `u`'s all-gather: started (its pieces sent), finished (the whole parameters in place).
+  void start_gather(size_t u, const char* why);
+  void finish_gather(size_t u, const char* why);
+  /// Unit `u`'s parameters back to their pieces (no-op when they are); `restore_grad`: the gradient the
+  /// gather put aside goes back.
+  void shard_unit(size_t u, bool restore_grad);
+  bool shard_now(size_t u);
+  /// A wrapped module (group `g`) whole: its prefetch finished, or gathered now. True if it was not.
+  bool make_group_whole(size_t g, const char* why);
+  void prefetch(size_t g);
+  void finish_prefetch(const char* why);
+  void before_unit_forward(size_t g);
+  void after_unit_forward(size_t g, const std::vector<at::Tensor>& outputs);
+  void before_unit_backward(size_t g);
+  void detach_wrapped_modules();
+  /// A step's end: the forward order kept for the next step's prefetch.
+  void end_step();
+  /// Gathers, runs `step`, and re-shards (unless the module was whole or a step was running).
+  void evaluation_step(const char* why, const std::function<void()>& step);
   /// Averages the gradients across ranks into shards and puts the shards back in the parameters.
   void reduce_scatter_and_reshard();
   /// Starts unit `u`'s reduce-scatter (its whole gradients into a transfer buffer, then freed);
@@ -111,6 +154,7 @@ class FSDPStrategy : public DDPStrategy {
       const std::function<void(std::map<std::string, at::Tensor>::iterator, const StateParam&)>& fn) const;
   FSDPOptions fsdp_;
   std::unique_ptr<State> state_;
+  std::unique_ptr<WrappedUnitHooks> unit_hooks_;
 };
 
 /// What one rank holds of a model of `num_params` parameter elements: bytes of parameters, gradients and
