@@ -10,7 +10,7 @@
 //            --comm-hook allreduce,fp16,bf16,powersgd (PowerSGD at --psgd-rank, from --psgd-start)
 // Every mode runs in fresh processes, alternating for --rounds rounds; the median is reported.
 //   build/bench/ddp_scaling [--steps 150] [--warmup 20] [--rounds 3] [--bucket-view 1]
-//                           [--comm-hook H,H...] [--psgd-rank 1] [--psgd-start 10]
+//                           [--comm-hook H,H...] [--psgd-rank 1] [--psgd-start 10] [--psgd-min-rate 2]
 // With --accuracy 1: instead, one epoch of 2-process ddp without a hook and with each hook of
 // --comm-hook, then the test-set accuracy of each (--accuracy-psgd-start: PowerSGD's warm-up there).
 // A rank process is this program with --mode; the driver is this program without it.
@@ -129,6 +129,7 @@ class Timer : public volt::callbacks::Callback {
 struct HookArgs {
   std::string hook;  // empty: none
   int64_t psgd_rank = 1, psgd_start = 10;
+  std::string psgd_min_rate = "2";  ///< PowerSGD's min_compression_rate
 };
 
 /// Fraction of the Fashion-MNIST test set `model` classifies right.
@@ -167,6 +168,7 @@ int run_rank(const std::string& mode, int64_t steps, int64_t warmup, const std::
   o.ddp_comm_hook = hook.hook;
   o.ddp_powersgd_matrix_approximation_rank = hook.psgd_rank;
   o.ddp_powersgd_start_powerSGD_iter = hook.psgd_start;
+  o.ddp_powersgd_min_compression_rate = std::stod(hook.psgd_min_rate);
   o.enable_progress_bar = false;
   o.enable_model_summary = false;
   o.enable_checkpointing = false;
@@ -209,6 +211,7 @@ int main(int argc, char** argv) {
   HookArgs hook;
   hook.psgd_rank = get("--psgd-rank", 1);
   hook.psgd_start = get("--psgd-start", 10);
+  if (args.count("--psgd-min-rate")) hook.psgd_min_rate = args["--psgd-min-rate"];
   if (args.count("--mode")) {
     const std::string mode = args["--mode"];
     if (mode.rfind("hook:", 0) == 0) hook.hook = mode.substr(5);
@@ -229,7 +232,8 @@ int main(int argc, char** argv) {
   std::map<std::string, std::vector<double>> sps, step_ms, allreduce_ms;
   const std::string out = "/tmp/volt_ddp_scaling_" + std::to_string(::getpid());
   const std::string hook_args = " --psgd-rank " + std::to_string(hook.psgd_rank) + " --psgd-start " +
-                                std::to_string(accuracy ? get("--accuracy-psgd-start", 50) : hook.psgd_start);
+                                std::to_string(accuracy ? get("--accuracy-psgd-start", 50) : hook.psgd_start) +
+                                " --psgd-min-rate " + hook.psgd_min_rate;
   if (accuracy) {
     std::vector<std::string> modes{"ddp"};
     for (const auto& h : hooks) modes.push_back("hook:" + h);
@@ -308,7 +312,8 @@ int main(int argc, char** argv) {
     std::printf("  2 processes, hook %-9s %7.1f samples/s  weak-scaling efficiency %.1f%%  (%.3f x no hook)%s\n",
                 h.c_str(), v, 100.0 * v / (2 * s), v / d,
                 h == "powersgd" ? (", rank " + std::to_string(hook.psgd_rank) + ", compressing from step " +
-                                   std::to_string(hook.psgd_start)).c_str()
+                                   std::to_string(hook.psgd_start) + ", min_compression_rate " + hook.psgd_min_rate)
+                                      .c_str()
                                 : "");
   }
   std::printf("  cores %ld, load average (1 min) at the end %.2f\n", sysconf(_SC_NPROCESSORS_ONLN), load);
