@@ -19,6 +19,7 @@
 #include "volt/core/printable.h"
 #include "volt/core/registry.h"
 #include "volt/core/seed.h"
+#include "volt/core/sharded_unit.h"
 #include "volt/core/step_context.h"
 #include "volt/core/strict_json.h"
 #include "volt/core/tpu_topology.h"

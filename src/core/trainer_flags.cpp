@@ -420,7 +420,7 @@ const std::vector<TrainerFlag>& trainer_flags() {
       VOLT_NAMED_FLAG("fsdp.sharding_strategy", fsdp_sharding_strategy, "FULL_SHARD",
                       "what fsdp shards: FULL_SHARD, SHARD_GRAD_OP or NO_SHARD"),
       VOLT_NAMED_FLAG("fsdp.auto_wrap_policy", fsdp_auto_wrap_policy, "",
-                      "fsdp units: empty (one), size:N (submodules of N+ parameters), class:A,B"),
+                      "fsdp units: empty (one), size:N (submodules of N+ parameters), class:A,B; modules wrapped in volt::Sharded always"),
       VOLT_NAMED_FLAG("fsdp.state_dict_type", fsdp_state_dict_type, "full",
                       "fsdp checkpoints: full (one file, rank 0) or sharded (a folder, a file per rank)"),
       VOLT_NAMED_FLAG("fsdp.limit_all_gathers", fsdp_limit_all_gathers, "true",
