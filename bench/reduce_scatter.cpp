@@ -3,8 +3,8 @@
 //   allreduce     : the whole gradient of N floats summed on every rank (what ddp does; a rank would
 //                   then keep its N/2)
 //   alltoall+sum  : each rank sends the other its half and sums the two halves it holds: what
-//                   strategy="fsdp" does (Gloo in LibTorch 1.13 has no reduce_scatter)
-//   reduce_scatter: Gloo's own, where this LibTorch has one (2.x); otherwise the reason is printed
+//                   strategy="fsdp" does (Gloo has no reduce_scatter in LibTorch 1.13 or 2.6)
+//   reduce_scatter: Gloo's own, where this LibTorch has one; otherwise the reason is printed
 // Every operation is checked: each rank's piece must equal the allreduce's sum there, bit for bit.
 // Each size runs --iters times per operation, the operations alternating, a barrier before each;
 // medians are reported, with each operation's time as a ratio to the allreduce's.

@@ -696,7 +696,7 @@ void FSDPStrategy::start_reduce(size_t u) {
   at::Tensor out = movable(st.received[u]).view({-1});
   at::Tensor flat_in = movable(in).view({-1});
   std::vector<int64_t> splits;
-  // Gloo (LibTorch 1.13) has no reduce_scatter: an all-to-all of each rank's W pieces, then a local sum.
+  // Gloo has no reduce_scatter (LibTorch 1.13 and 2.6): an all-to-all of each rank's W pieces, then a local sum.
   try {
     st.works[u] = impl_->pg->alltoall_base(out, flat_in, splits, splits);
   } catch (const Error&) {
