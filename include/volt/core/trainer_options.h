@@ -54,7 +54,8 @@ struct TrainerOptions {
   bool ddp_powersgd_warm_start = true;
   double ddp_powersgd_orthogonalization_epsilon = 0.0;
   /// strategy="fsdp" (flags fsdp.*): FULL_SHARD, SHARD_GRAD_OP or NO_SHARD (any case), and which
-  /// submodules are units of their own: "" (one unit), "size:N", "class:A,B" (docs/strategies.md).
+  /// submodules are units of their own: "" (one unit), "size:N", "class:A,B"; a module wrapped in
+  /// volt::Sharded is always a unit (docs/distributed.md "Sharded training: `fsdp`").
   std::string fsdp_sharding_strategy = "FULL_SHARD";
   std::string fsdp_auto_wrap_policy;
   /// full (one file in the ordinary layout, written by rank 0) or sharded (a folder: one file per rank).

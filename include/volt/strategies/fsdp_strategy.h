@@ -13,7 +13,7 @@
 namespace volt::strategies {
 
 /// Fully sharded data parallel on c10d (Lightning's FSDPStrategy; ZeRO stages 2 and 3), for the
-/// LibTorch C++ API, which has none (docs/strategies.md "fsdp").
+/// LibTorch C++ API, which has none (docs/distributed.md "Sharded training: `fsdp`").
 ///
 /// Every trainable parameter p of n elements is cut into W pieces of s = ceil(n / W) elements (the
 /// last one zero-padded). Between steps the module's own Parameter holds this rank's piece as a 1-D

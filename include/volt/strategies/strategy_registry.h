@@ -56,10 +56,11 @@ struct DDPOptions {
   std::shared_ptr<CommHook> comm_hook_object;
 };
 
-/// How fsdp shards (Lightning's FSDPStrategy sharding_strategy; docs/strategies.md "fsdp").
+/// How fsdp shards (Lightning's FSDPStrategy sharding_strategy; docs/distributed.md, "Sharded training").
 enum class ShardingStrategy {
   /// Parameters, gradients and optimizer state sharded; whole parameters only from the gather before a
-  /// step's forward to the reduce-scatter after its backward (ZeRO-3).
+  /// step's forward to the reduce-scatter after its backward, or, for a module wrapped in volt::Sharded,
+  /// around its own forward and around its own backward (ZeRO-3).
   kFullShard,
   /// Gradients and optimizer state sharded, every rank keeping whole parameters (ZeRO-2).
   kShardGradOp,
