@@ -436,6 +436,21 @@ void FSDPStrategy::setup_optimizers(const std::vector<std::shared_ptr<torch::opt
   }
 }
 
+namespace {
+const char* const kGatherWhat = "the fsdp all-gather of the parameters";
+const char* const kReduceWhat = "the fsdp reduce-scatter of the gradients";
+}  // namespace
+
+void FSDPStrategy::guarded(const char* what, const char* why, const std::function<void()>& collective) const {
+  try {
+    collective();
+  } catch (const Error&) {
+    throw;  // Volt's own (a rank's failure already worded)
+  } catch (const std::exception& e) {
+    collective_failed(std::string(what) + (why != nullptr ? std::string(" (") + why + ")" : std::string()), e);
+  }
+}
+
 void FSDPStrategy::start_gather(size_t u, const char* why) {
   auto& st = *state_;
   const auto& unit = st.units[u];
@@ -456,28 +471,13 @@ void FSDPStrategy::start_gather(size_t u, const char* why) {
   st.gather_out[u].clear();
   for (int64_t r = 0; r < w; ++r) st.gather_out[u].push_back(at::empty({unit.total}, options));
   for (const auto& t : st.gather_out[u]) outs[0].push_back(movable(t));
-  try {
-    st.gather_works[u] = impl_->pg->allgather(outs, ins);
-  } catch (const Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    st.gather_out[u].clear();
-    collective_failed(std::string("the fsdp all-gather of the parameters (") + why + ")", e);
-  }
+  guarded(kGatherWhat, why, [&] { st.gather_works[u] = impl_->pg->allgather(outs, ins); });
 }
 
 void FSDPStrategy::finish_gather(size_t u, const char* why) {
   auto& st = *state_;
-  try {
-    st.gather_works[u]->wait();
-  } catch (const Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    st.gather_works[u].reset();
-    st.gather_out[u].clear();
-    collective_failed(std::string("the fsdp all-gather of the parameters (") + why + ")", e);
-  }
-  st.gather_works[u].reset();
+  const auto work = std::move(st.gather_works[u]);  // no longer in flight, whatever wait() does
+  guarded(kGatherWhat, why, [&] { work->wait(); });
   torch::NoGradGuard no_grad;
   const int64_t w = world_size();
   auto& unit = st.units[u];
@@ -615,7 +615,10 @@ void FSDPStrategy::after_unit_forward(size_t g, const std::vector<at::Tensor>& o
   const auto& group = st.groups[g];
   if (!at::GradMode::is_enabled()) {  // evaluation: no graph keeps the parameters
     bool any = false;
-    for (size_t u : group.units) any = shard_now(u) || any;
+    for (size_t u : group.units) {
+      any = any || st.units[u].whole;
+      shard_unit(u, /*restore_grad=*/true);
+    }
     if (any) ++st.counts.freed_after_forward;
     return;
   }
@@ -641,12 +644,6 @@ void FSDPStrategy::after_unit_forward(size_t g, const std::vector<at::Tensor>& o
       before_unit_backward(g);
     });
   }
-}
-
-bool FSDPStrategy::shard_now(size_t u) {
-  if (!state_->units[u].whole) return false;
-  shard_unit(u, /*restore_grad=*/true);
-  return true;
 }
 
 void FSDPStrategy::before_unit_backward(size_t g) {
@@ -697,13 +694,7 @@ void FSDPStrategy::start_reduce(size_t u) {
   at::Tensor flat_in = movable(in).view({-1});
   std::vector<int64_t> splits;
   // Gloo has no reduce_scatter (LibTorch 1.13 and 2.6): an all-to-all of each rank's W pieces, then a local sum.
-  try {
-    st.works[u] = impl_->pg->alltoall_base(out, flat_in, splits, splits);
-  } catch (const Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    collective_failed("the fsdp reduce-scatter of the gradients", e);
-  }
+  guarded(kReduceWhat, nullptr, [&] { st.works[u] = impl_->pg->alltoall_base(out, flat_in, splits, splits); });
   st.in_flight.push_back(u);
   // At most two units' transfer buffers at once (fsdp.limit_all_gathers).
   if (fsdp_.limit_all_gathers && st.in_flight.size() >= 2) finish_reduce();
@@ -713,14 +704,8 @@ void FSDPStrategy::finish_reduce() {
   auto& st = *state_;
   const size_t u = st.in_flight.front();
   st.in_flight.erase(st.in_flight.begin());
-  try {
-    st.works[u]->wait();
-  } catch (const Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    collective_failed("the fsdp reduce-scatter of the gradients", e);
-  }
-  st.works[u].reset();
+  const auto work = std::move(st.works[u]);
+  guarded(kReduceWhat, nullptr, [&] { work->wait(); });
   torch::NoGradGuard no_grad;
   const auto travelled = st.received[u].scalar_type();
   const bool low = travelled == at::kBFloat16 || travelled == at::kHalf;

@@ -100,13 +100,14 @@ class FSDPStrategy : public DDPStrategy {
   bool sharded_mode() const { return fsdp_.sharding_strategy != ShardingStrategy::kNoShard; }
   /// Whole parameters from the shards for every unit not whole (a wrapped one only with `wrapped_too`).
   void gather(const char* why, bool wrapped_too = false);
+  /// Runs a c10d call; its failure becomes collective_failed naming `what` (and `why`), Volt's own errors pass.
+  void guarded(const char* what, const char* why, const std::function<void()>& collective) const;
   /// Unit `u`'s all-gather: started (its pieces sent), finished (the whole parameters in place).
   void start_gather(size_t u, const char* why);
   void finish_gather(size_t u, const char* why);
   /// Unit `u`'s parameters back to their pieces (no-op when they are); `restore_grad`: the gradient the
   /// gather put aside goes back.
   void shard_unit(size_t u, bool restore_grad);
-  bool shard_now(size_t u);
   /// A wrapped module (group `g`) whole: its prefetch finished, or gathered now. True if it was not.
   bool make_group_whole(size_t g, const char* why);
   void prefetch(size_t g);
