@@ -22,9 +22,21 @@ namespace {
 
 std::atomic<int> g_received{0};
 std::atomic<int64_t> g_received_at_ns{0};
+// False once the fit's connector is gone: a handler left behind for a signal that stopped
+// the fit (see ~SignalConnector) then only absorbs that signal's late copies.
+std::atomic<bool> g_active{false};
+std::atomic<int> g_lingering_signal{0};
+std::atomic<bool> g_copy_owed{false};
+std::atomic<int64_t> g_owed_until_ns{0};
+// What a signal did before Volt caught it, for the handler left behind to restore.
+struct sigaction g_original[NSIG];
 
 // The same signal twice within this window is one request that arrived twice.
 constexpr int64_t kDuplicateWindowNs = 2'000'000'000;
+// A rank that stopped because another rank received the signal still has its own copy coming
+// (Slurm and srun deliver to a job's tasks one after another): it is absorbed this long after
+// the fit.
+constexpr int64_t kOwedCopyWindowNs = 10'000'000'000;
 
 int64_t monotonic_ns() {  // clock_gettime is async-signal-safe
   timespec ts{};
@@ -32,7 +44,24 @@ int64_t monotonic_ns() {  // clock_gettime is async-signal-safe
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
+bool is_duplicate(int signal) {
+  return signal == g_received.load() && monotonic_ns() - g_received_at_ns.load() < kDuplicateWindowNs;
+}
+
 extern "C" void on_signal(int signal) {
+  if (!g_active.load()) {
+    // Left behind by a fit this signal stopped: its late copy is absorbed (once, if this rank
+    // never got its own; any within the duplicate window otherwise), anything else does what
+    // it did before Volt caught it.
+    if (signal == g_lingering_signal.load()) {
+      bool owed = true;
+      if (g_copy_owed.compare_exchange_strong(owed, false) && monotonic_ns() < g_owed_until_ns.load()) return;
+      if (is_duplicate(signal)) return;
+    }
+    ::sigaction(signal, &g_original[signal], nullptr);
+    std::raise(signal);  // delivered when this handler returns, with the original action
+    return;
+  }
   // Ranks this process started (ddp's subprocess launcher) get the signal too, so every
   // rank finishes its step and they agree to stop.
   strategies::launchers::WorkerGroup::forward_signal(signal);
@@ -44,10 +73,14 @@ extern "C" void on_signal(int signal) {
   // A signal sent to every process of a job (pkill, systemd stopping a unit, a terminal's
   // Ctrl-C to its process group) reaches a worker twice: directly and forwarded by the rank
   // that launched it. That is still one request to stop after the step.
-  if (expected == signal && monotonic_ns() - g_received_at_ns.load() < kDuplicateWindowNs) return;
+  if (is_duplicate(signal)) return;
   // A second request while the first is being handled: the default action (terminate).
   std::signal(signal, SIG_DFL);
   std::raise(signal);
+}
+
+bool is_volt_handler(const struct sigaction& action) {
+  return (action.sa_flags & SA_SIGINFO) == 0 && action.sa_handler == on_signal;
 }
 
 }  // namespace
@@ -57,7 +90,11 @@ SignalConnector::SignalConnector(std::vector<int> signals, RequeueSettings reque
   if (requeue_.signal != 0 && std::find(signals_.begin(), signals_.end(), requeue_.signal) == signals_.end()) {
     signals_.push_back(requeue_.signal);
   }
+  // One fit at a time catches signals; a handler an earlier fit left behind is taken over.
+  g_lingering_signal.store(0);
+  g_copy_owed.store(false);
   g_received.store(0);
+  g_active.store(true);
   for (int s : signals_) {
     struct sigaction action {};
     action.sa_handler = on_signal;
@@ -67,19 +104,38 @@ SignalConnector::SignalConnector(std::vector<int> signals, RequeueSettings reque
     if (sigaction(s, &action, old) != 0) {
       delete old;
       old = nullptr;
+    } else if (is_volt_handler(*old)) {
+      *old = g_original[s];  // left behind by an earlier fit: what was there before it
     }
     previous_.push_back(old);
   }
 }
 
 SignalConnector::~SignalConnector() {
+  // The signal that stopped the fit may still be on its way to this process: another rank got
+  // it first and this one stopped because they agreed. The handler stays for that signal and
+  // absorbs the late copy (see on_signal); every other signal gets its previous action back.
+  const int received = g_received.load();
+  const int lingering = stopped_by_ != 0 ? stopped_by_ : received;
   for (size_t i = 0; i < signals_.size(); ++i) {
-    if (previous_[i] != nullptr) {
+    if (previous_[i] == nullptr) continue;
+    if (signals_[i] == lingering) {
+      g_original[lingering] = *previous_[i];
+    } else {
       sigaction(signals_[i], previous_[i], nullptr);
-      delete previous_[i];
     }
+    delete previous_[i];
   }
-  g_received.store(0);
+  if (lingering != 0) {
+    g_owed_until_ns.store(monotonic_ns() + kOwedCopyWindowNs);
+    g_copy_owed.store(received != lingering);
+    g_lingering_signal.store(lingering);
+  }
+  g_active.store(false);
+}
+
+void SignalConnector::stopped_by(int signal) {
+  stopped_by_ = signal;
 }
 
 int SignalConnector::received() const {

@@ -2,6 +2,7 @@
 
 #include <ATen/ops/tensor.h>
 
+#include <csignal>
 #include <iostream>
 #include <optional>
 
@@ -54,9 +55,16 @@ void TrainingEpochLoop::announce_held_stop() {
 
 bool TrainingEpochLoop::interrupted(bool at_step_boundary) {
   if (ctx_.signals == nullptr || !at_step_boundary) return false;
-  const int signal = ctx_.signals->received();
-  // Every rank must agree, or some would wait in the next collective forever.
-  if (!ctx_.strategy.reduce_boolean_decision(signal != 0, /*all=*/false)) return false;
+  // Every rank must agree, or some would wait in the next collective forever; and on which
+  // signal: a scheduler signals a job's tasks one after another, so another rank may have it
+  // while this one does not yet. The requeue signal wins over any other (its checkpoint is
+  // the one a requeued job looks for); otherwise the highest number.
+  const int own = ctx_.signals->received();
+  const double key = own == 0 ? 0.0 : ctx_.signals->is_requeue(own) ? NSIG + own : own;
+  const auto agreed = static_cast<int>(ctx_.strategy.reduce(key, strategies::ReduceOp::kMax));
+  if (agreed == 0) return false;
+  const int signal = agreed > NSIG ? agreed - NSIG : agreed;
+  ctx_.signals->stopped_by(signal);
   auto& state = ctx_.state;
   // SLURM's requeue signal: the checkpoint goes where a requeued job looks for it.
   const bool requeue = ctx_.signals->is_requeue(signal);

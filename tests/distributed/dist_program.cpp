@@ -61,6 +61,7 @@
 #include "volt/callbacks/gradient_accumulation_scheduler.h"
 #include "volt/callbacks/model_checkpoint.h"
 #include "volt/strategies/fsdp_strategy.h"
+#include "volt/connectors/signal_connector.h"
 #include "volt/callbacks/on_exception_checkpoint.h"
 #include "volt/callbacks/stochastic_weight_averaging.h"
 #include "volt/core/error.h"
@@ -92,6 +93,13 @@ int64_t arg_int(const std::string& key, int64_t fallback) {
   auto it = g_args.find(key);
   return it == g_args.end() ? fallback : std::stoll(it->second);
 }
+/// This process's rank as its launcher set it: RANK (torchrun, Volt's launcher) or SLURM_PROCID.
+int64_t rank_from_env() {
+  for (const char* name : {"RANK", "SLURM_PROCID"}) {
+    if (const char* v = std::getenv(name)) return std::stoll(v);
+  }
+  return 0;
+}
 
 class TinyMLP : public volt::Module {
  public:
@@ -122,7 +130,7 @@ class TinyMLP : public volt::Module {
   at::Tensor head(const at::Tensor& h) { return fc2 ? fc2->forward(h) : wfc2(h); }
   at::Tensor training_step(volt::Batch& batch, volt::StepContext& ctx) override {
     const int64_t die_rank = arg_int("die-rank", -1);
-    const int64_t rank = std::stoll(std::getenv("RANK") ? std::getenv("RANK") : "0");
+    const int64_t rank = rank_from_env();
     if (die_rank >= 0 && rank == die_rank && steps_ == arg_int("die-step", 3)) {
       std::cerr << "rank " << rank << ": about to die at step " << steps_ << " (test)" << std::endl;
       ::raise(SIGKILL);
@@ -138,6 +146,10 @@ class TinyMLP : public volt::Module {
     if (rank == 0 && steps_ == arg_int("interrupt-step", -1)) {
       // As a scheduler would: SIGTERM to rank 0, which passes it on to the other ranks.
       ::kill(::getpid(), SIGTERM);
+    }
+    if (rank == arg_int("signal-rank", -1) && steps_ == arg_int("signal-step", 5)) {
+      // As Slurm's scancel --signal does: each task gets its own copy, this one first.
+      ::kill(::getpid(), volt::connectors::SignalConnector::parse_signal(arg("signal", "SIGUSR1"), "--signal"));
     }
     if (g_args.count("step-sleep-ms")) {
       std::this_thread::sleep_for(std::chrono::milliseconds(arg_int("step-sleep-ms", 0)));
@@ -442,6 +454,7 @@ int main(int argc, char** argv) {
   if (g_args.count("bucket-mb")) o.ddp_bucket_cap_mb = std::stod(arg("bucket-mb", "25"));
   o.max_time = arg("max-time", "");
   o.ddp_comm_hook = arg("comm-hook", "");
+  if (g_args.count("requeue-command")) o.slurm_requeue_command = arg("requeue-command", "");
   o.allow_cpu_oversubscription = arg_int("oversubscribe", 0) != 0;
   o.fsdp_sharding_strategy = arg("fsdp-sharding", "FULL_SHARD");
   o.fsdp_auto_wrap_policy = arg("wrap", "");
@@ -547,6 +560,11 @@ int main(int argc, char** argv) {
       // A later fit continues where the one before ended, for `steps` more steps.
       if (f > 0) trainer.set_max_steps(trainer.options().max_steps + arg_int("steps", 20));
       trainer.fit(model, loader, val_loader, f == 0 ? arg("ckpt", "") : std::string());
+    }
+    if (g_args.count("late-signal") && trainer.strategy().global_rank() != arg_int("signal-rank", -1)) {
+      // The other ranks' copies of --signal arrive after their fit stopped (it must not kill them).
+      ::kill(::getpid(), volt::connectors::SignalConnector::parse_signal(arg("signal", "SIGUSR1"), "--signal"));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     if (g_args.count("after-fit")) {
       std::ofstream(arg("after-fit", ""), std::ios::app) << "after fit in pid " << ::getpid() << "\n";

@@ -665,6 +665,40 @@ TEST(DDPStrategy, SigtermStopsEveryRankTogetherAndTheResumeIsBitwiseExact) {
   EXPECT_EQ(read_result(resumed + ".rank0").fields.at("global_step"), "30");
 }
 
+TEST(DDPStrategy, ARequeueSignalThatReachesOneRankFirstRequeuesOnceAndItsLateCopyKillsNoRank) {
+  // Slurm's scancel --signal=USR1 (or --signal=USR1@90) reaches a job's tasks one after another.
+  // Here rank 1 gets it at its 5th step and rank 0 only after the fit stopped: both must stop at
+  // the same step as a requeue (hpc_ckpt_1.ckpt, one requeue by rank 0), and rank 0's late copy
+  // must not kill it (CI once saw rank 0 save interrupted.ckpt "on signal 0" and rank 1 die of
+  // its own late SIGUSR1, exit 138).
+  const std::string out = out_prefix("late_requeue"), root = out_prefix("late_requeue_root");
+  fs::create_directories(root);
+  const std::string scontrol = root + "/scontrol";
+  std::ofstream(scontrol) << "#!/bin/sh\necho \"$@\" >> '" << root << "/scontrol.log'\n";
+  fs::permissions(scontrol, fs::perms::owner_all);
+  auto rank = [&](int r) {
+    return "env -u RANK -u WORLD_SIZE -u LOCAL_RANK SLURM_NTASKS=2 SLURM_PROCID=" + std::to_string(r) +
+           " SLURM_LOCALID=" + std::to_string(r) +
+           " SLURM_NODEID=0 SLURM_JOB_ID=4242 SLURM_JOB_NAME=volt_test SLURM_NODELIST=127.0.0.1 MASTER_PORT=29561 " +
+           train(out, "--strategy ddp --devices 2 --steps 30 --samples 320 --root " + root +
+                          " --signal-rank 1 --signal-step 5 --signal SIGUSR1 --late-signal 1 --requeue-command '" +
+                          scontrol + " requeue'");
+  };
+  const Outcome r = run("(" + rank(0) + " & p0=$!; " + rank(1) + "; c1=$?; wait $p0; echo \"exit codes $? $c1\")");
+  EXPECT_TRUE(volt::testing::contains(r.output, "exit codes 0 0")) << r.output;
+  EXPECT_TRUE(volt::testing::contains(r.output, "received SIGUSR1: finished step")) << r.output;
+  EXPECT_FALSE(volt::testing::contains(r.output, "signal 0")) << r.output;
+  EXPECT_TRUE(fs::exists(root + "/hpc_ckpt_1.ckpt")) << r.output;
+  EXPECT_FALSE(fs::exists(root + "/checkpoints/interrupted.ckpt")) << r.output;
+  std::ifstream log(root + "/scontrol.log");
+  const std::string calls((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(calls, "requeue 4242\n");
+  const Result a = read_result(out + ".rank0"), b = read_result(out + ".rank1");
+  EXPECT_EQ(a.fields.at("global_step"), b.fields.at("global_step"));
+  EXPECT_NE(a.fields.at("global_step"), "30");
+  EXPECT_EQ(a.params, b.params);
+}
+
 TEST(DDPRendezvous, AWaitingRankSaysWhomItWaitsForAndTheTimeLeft) {
   const std::string out = out_prefix("waits_for_rank1");
   // Rank 1 never starts: rank 0 reports every few seconds, then fails at the timeout.

@@ -1,10 +1,12 @@
 // SIGTERM/SIGINT during fit: the step in progress finishes, interrupted.ckpt is written,
 // fit returns; resuming from it ends with bitwise the same weights as a run that was
 // never interrupted (data order, dropout RNG, optimizer momentum, LR schedule).
+#include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include <ATen/ops/cross_entropy_loss.h>
 #include <gtest/gtest.h>
@@ -103,19 +105,40 @@ TEST(Interrupt, SigtermMidEpochResumesBitwiseExactly) { interrupt_and_resume(5, 
 
 TEST(Interrupt, SigintAtAnEpochsLastBatchResumesBitwiseExactly) { interrupt_and_resume(7, SIGINT); }
 
+volatile std::sig_atomic_t g_sigterms_seen = 0;
+extern "C" void count_sigterm(int) { g_sigterms_seen = g_sigterms_seen + 1; }
+
 TEST(Interrupt, StopsEvenBeforeMinEpochsAndRestoresTheSignalHandlers) {
   ScratchDir dir;
   auto o = options(dir);
   o.min_epochs = 3;
-  struct sigaction before {};
-  sigaction(SIGTERM, nullptr, &before);
+  // The program's own handlers, which fit must give back.
+  struct sigaction counting {}, previous_term {}, previous_int {}, sigint_before {};
+  counting.sa_handler = count_sigterm;
+  sigemptyset(&counting.sa_mask);
+  sigaction(SIGTERM, &counting, &previous_term);
+  sigaction(SIGINT, nullptr, &sigint_before);
+  g_sigterms_seen = 0;
   Resumable m(1);
   Trainer trainer(o);
   trainer.fit(m, shuffled(9));
   EXPECT_EQ(trainer.global_step(), 2);
-  struct sigaction after {};
-  sigaction(SIGTERM, nullptr, &after);
-  EXPECT_EQ(after.sa_handler, before.sa_handler) << "fit must give the previous SIGTERM handler back";
+  struct sigaction now {};
+  sigaction(SIGINT, nullptr, &now);
+  EXPECT_EQ(now.sa_handler, sigint_before.sa_handler) << "fit must give the previous SIGINT handler back";
+  // The SIGTERM that stopped the fit, delivered a second time right after (as a job's signal
+  // that reached this process directly and through its launcher): one request, absorbed.
+  std::raise(SIGTERM);
+  EXPECT_EQ(g_sigterms_seen, 0);
+  // A SIGTERM after that window is a new one: the program's handler gets it, and stays.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));
+  std::raise(SIGTERM);
+  EXPECT_EQ(g_sigterms_seen, 1);
+  sigaction(SIGTERM, nullptr, &now);
+  EXPECT_EQ(now.sa_handler, counting.sa_handler) << "fit must give the previous SIGTERM handler back";
+  std::raise(SIGTERM);
+  EXPECT_EQ(g_sigterms_seen, 2);
+  sigaction(SIGTERM, &previous_term, nullptr);
 }
 
 }  // namespace

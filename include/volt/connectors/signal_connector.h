@@ -20,8 +20,13 @@ struct RequeueSettings {
 
 /// Catches termination signals (SIGTERM, SIGINT) for a fit so that the training loop can
 /// finish the current step, save a checkpoint and stop, instead of dying mid-write. A
-/// second signal of the same kind is not caught: it terminates as usual. The previous
-/// handlers come back when the connector is destroyed.
+/// second signal of the same kind is not caught: it terminates as usual (the same signal
+/// again within 2 s is the same request delivered twice, and is absorbed). The previous
+/// handlers come back when the connector is destroyed, except for the signal that stopped
+/// the fit: its copy may still be on its way to this rank (a scheduler signals a job's tasks
+/// one after another, and the ranks stopped as soon as one had it), so one late copy within
+/// 10 s (duplicates within 2 s if this rank had its own) is absorbed, and anything after
+/// that gets the previous action.
 class SignalConnector {
  public:
   /// `requeue.signal` (when not 0) is caught too and marks the stop as a requeue.
@@ -30,8 +35,11 @@ class SignalConnector {
   SignalConnector(const SignalConnector&) = delete;
   SignalConnector& operator=(const SignalConnector&) = delete;
 
-  /// The first signal received since construction, or 0.
+  /// The first signal this process received since construction, or 0.
   int received() const;
+  /// The signal every rank agreed stops the fit (the loop's vote, which may have been
+  /// decided by another rank's signal); its late copy is absorbed after the fit.
+  void stopped_by(int signal);
   /// "SIGTERM", "SIGINT", ... for messages.
   static std::string name(int signal);
   /// "SIGUSR1", "USR1" or a number -> the signal; ConfigError naming `flag` otherwise.
@@ -61,6 +69,7 @@ class SignalConnector {
   RequeueSettings requeue_;
   std::vector<int> signals_;
   std::vector<struct sigaction*> previous_;
+  int stopped_by_ = 0;
 };
 
 }  // namespace volt::connectors

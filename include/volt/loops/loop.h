@@ -29,7 +29,7 @@ struct LoopContext {
   std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers;
   std::vector<LRSchedulerConfig>& lr_schedulers;
   /// Termination signals caught during fit (nullptr outside fit).
-  const connectors::SignalConnector* signals = nullptr;
+  connectors::SignalConnector* signals = nullptr;
   /// Every hook and loop action goes through it (and so through the profiler, when one is set).
   Hooks hooks;
   /// options.gradient_clip_algorithm resolved before the stage: the step path compares no strings.

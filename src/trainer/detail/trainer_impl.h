@@ -208,7 +208,7 @@ class Trainer::Impl : public TrainerView, public TrainerControl {
   }
 
   loops::LoopContext loop_context(Module& module, connectors::DataConnector& data,
-                                  const connectors::SignalConnector* signals = nullptr) {
+                                  connectors::SignalConnector* signals = nullptr) {
     return loops::LoopContext{owner_.options_, owner_.state_, module,           *strategy_, callback_connector_,
                               logger_connector_, data,         *this,           optimizers_, lr_schedulers_,
                               signals,
