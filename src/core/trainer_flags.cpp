@@ -425,6 +425,8 @@ const std::vector<TrainerFlag>& trainer_flags() {
                       "fsdp checkpoints: full (one file, rank 0) or sharded (a folder, a file per rank)"),
       VOLT_NAMED_FLAG("fsdp.limit_all_gathers", fsdp_limit_all_gathers, "true",
                       "at most two fsdp units' all-gathers in flight; false: every unit's at once"),
+      VOLT_NAMED_FLAG("fsdp.cpu_offload", fsdp_cpu_offload, "false",
+                      "fsdp: parameter and gradient pieces and optimizer state in host memory between steps"),
   };
   return flags;
 }

@@ -114,6 +114,9 @@ struct FSDPStrategy::StateParam {
   /// the autograd graph of a forward keeps views of it, and the re-gather before the backward refills
   /// that same storage.
   at::Tensor whole;
+  /// cpu_offload: the host-memory piece the parameter held before its gather, given back (with the
+  /// optimizer's updates in it) when the unit is cut to pieces again.
+  at::Tensor piece;
   /// A shard-shaped gradient the gather put aside (LibTorch 1.13's zero_grad keeps zeroed
   /// gradients); added to the shard gradient of the next reduce-scatter.
   at::Tensor kept_grad;
@@ -223,6 +226,16 @@ void refill_storage(const at::Tensor& t) {
   s->set_nbytes(bytes);
 }
 }  // namespace
+
+at::Tensor FSDPStrategy::to_host(const at::Tensor& t) const {
+  // Its own host buffer, also when the compute device is the CPU (so that the offloaded piece is never a
+  // view of a gathered buffer); page-locked next to a GPU, for its copies to and from the device.
+  at::TensorOptions options = t.options().device(at::kCPU);
+  if (t.is_cuda()) options = options.pinned_memory(true);
+  at::Tensor host = at::empty(t.sizes(), options);
+  host.copy_(t);
+  return host;
+}
 
 FSDPStrategy::FSDPStrategy(const StrategyParts& parts, FSDPOptions options)
     : DDPStrategy(parts, parts.ddp),
@@ -401,9 +414,9 @@ void FSDPStrategy::setup(Module& module) {
     at::Tensor mine = whole.narrow(0, r * p.shard, p.shard);
     if (fsdp_.sharding_strategy == ShardingStrategy::kShardGradOp) {
       p.whole = whole;
-    } else {
-      mine = mine.clone();
     }
+    mine = fsdp_.cpu_offload ? to_host(mine)
+           : fsdp_.sharding_strategy == ShardingStrategy::kShardGradOp ? mine : mine.clone();
     p.param.mutable_grad() = at::Tensor();
     p.param.set_data(mine);
   }
@@ -460,7 +473,8 @@ void FSDPStrategy::start_gather(size_t u, const char* why) {
     st.gather_works.resize(st.units.size());
   }
   torch::NoGradGuard no_grad;
-  const auto options = st.params[unit.members.front()].param.options();
+  // On the compute device (the pieces may be in host memory: cpu_offload).
+  const auto options = st.params[unit.members.front()].param.options().device(root_device());
   at::Tensor in = at::empty({unit.total}, options);
   for (size_t k = 0; k < unit.members.size(); ++k) {
     const auto& p = st.params[unit.members[k]];
@@ -486,7 +500,7 @@ void FSDPStrategy::finish_gather(size_t u, const char* why) {
     if (p.whole.defined()) {
       refill_storage(p.whole);
     } else {
-      p.whole = at::empty({p.shard * w}, p.param.options());
+      p.whole = at::empty({p.shard * w}, p.param.options().device(root_device()));
     }
     for (int64_t r = 0; r < w; ++r) {
       p.whole.narrow(0, r * p.shard, p.shard).copy_(st.gather_out[u][r].narrow(0, unit.offsets[k], p.shard));
@@ -495,6 +509,7 @@ void FSDPStrategy::finish_gather(size_t u, const char* why) {
       p.kept_grad = p.param.grad().detach();
       p.param.mutable_grad() = at::Tensor();
     }
+    if (fsdp_.cpu_offload) p.piece = p.param.detach();
     p.param.set_data(p.whole.narrow(0, 0, p.numel).view(p.shape));
     st.whole_elements += p.shard * w;
   }
@@ -512,9 +527,19 @@ void FSDPStrategy::shard_unit(size_t u, bool restore_grad) {
   const int64_t rank = global_rank();
   for (size_t i : unit.members) {
     auto& p = st.params[i];
-    at::Tensor mine = p.whole.narrow(0, rank * p.shard, p.shard);
+    at::Tensor mine;
+    if (p.piece.defined()) {
+      mine = std::move(p.piece);  // cpu_offload: the host piece, unchanged since the gather
+      p.piece = at::Tensor();
+    } else {
+      mine = p.whole.narrow(0, rank * p.shard, p.shard);
+      if (fsdp_.cpu_offload) {
+        mine = to_host(mine);
+      } else if (fsdp_.sharding_strategy == ShardingStrategy::kFullShard) {
+        mine = mine.clone();  // a view would keep the whole buffer
+      }
+    }
     if (fsdp_.sharding_strategy == ShardingStrategy::kFullShard) {
-      mine = mine.clone();
       // A wrapped unit's whole parameters may be saved by an autograd graph: the storage goes, the
       // tensor stays for the re-gather. Any other unit's go with their last reference.
       if (unit.group >= 0) {
@@ -676,7 +701,8 @@ void FSDPStrategy::start_reduce(size_t u) {
   const int64_t w = world_size();
   // Under bf16-mixed the gradients travel as bfloat16 (Lightning's reduce_dtype for that precision: half
   // the bytes); they are summed in float32.
-  const auto options = st.params[unit.members.front()].param.options().dtype(reduce_dtype(unit.dtype));
+  const auto options =
+      st.params[unit.members.front()].param.options().dtype(reduce_dtype(unit.dtype)).device(root_device());
   at::Tensor in = at::zeros({w, unit.total}, options);
   for (size_t k = 0; k < unit.members.size(); ++k) {
     auto& p = st.params[unit.members[k]];
@@ -796,6 +822,7 @@ void FSDPStrategy::reduce_scatter_and_reshard() {
       auto& p = st.params[unit.members[k]];
       at::Tensor grad = p.shard > 0 ? st.summed[u].narrow(0, unit.offsets[k], p.shard).clone()
                                     : at::empty({0}, p.param.options());
+      if (fsdp_.cpu_offload) grad = to_host(grad);  // next to its piece, where the optimizer steps
       if (p.kept_grad.defined()) grad.add_(p.kept_grad);
       p.kept_grad = at::Tensor();
       p.param.mutable_grad() = grad;
@@ -898,7 +925,7 @@ void FSDPStrategy::clip_gradients(torch::optim::Optimizer& optimizer, double val
   for (const auto& g : grads) squares.add_(g.to(at::kDouble).pow(2).sum());
   const at::Tensor total = all_reduce(squares, ReduceOp::kSum).sqrt();
   const at::Tensor coef = total.add(1e-6).reciprocal().mul(value).clamp_max(1.0);
-  for (auto& g : grads) g.mul_(coef.to(g.scalar_type()));
+  for (auto& g : grads) g.mul_(coef.to(g.device(), g.scalar_type()));
 }
 
 void FSDPStrategy::for_each_optimizer_state(
@@ -921,7 +948,7 @@ void FSDPStrategy::for_each_optimizer_state(
 at::Tensor FSDPStrategy::full_value(size_t index) {
   const auto& p = state_->params[index];
   if (state_->units[p.unit].whole) return p.param.detach().clone();
-  const auto pieces = all_gather(p.param.detach().contiguous());
+  const auto pieces = all_gather(p.param.detach().to(root_device()).contiguous());
   return at::cat(pieces).narrow(0, 0, p.numel).view(p.shape).clone();
 }
 
@@ -945,7 +972,7 @@ void FSDPStrategy::save_checkpoint(const Checkpoint& checkpoint, const std::stri
                             std::to_string(it->second.numel()) + " elements, not this rank's shard of " +
                             std::to_string(p.shard) + "; it cannot be gathered into a full checkpoint.");
     }
-    const auto pieces = all_gather(it->second.detach().reshape(-1).contiguous());
+    const auto pieces = all_gather(it->second.detach().reshape(-1).to(root_device()).contiguous());
     it->second = at::cat(pieces).narrow(0, 0, p.numel).view(p.shape).clone();
   });
   if (full.meta.is_object() && full.meta.contains("volt") && full.meta["volt"].is_object()) {
@@ -1072,7 +1099,10 @@ void FSDPStrategy::on_exception() {
 
 void FSDPStrategy::teardown() {
   if (sharded_mode() && !state_->failed) gather("teardown", /*wrapped_too=*/true);
-  for (auto& p : state_->params) p.kept_grad = at::Tensor();
+  for (auto& p : state_->params) {
+    p.kept_grad = at::Tensor();
+    p.piece = at::Tensor();  // the module is whole on the compute device after a stage
+  }
   remove_gradient_hooks();
   // A stage is over: the wrapped modules run as themselves (their parameters are whole, or, after a failure,
   // pieces the next setup gathers).

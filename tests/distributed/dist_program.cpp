@@ -459,6 +459,7 @@ int main(int argc, char** argv) {
   o.fsdp_sharding_strategy = arg("fsdp-sharding", "FULL_SHARD");
   o.fsdp_auto_wrap_policy = arg("wrap", "");
   o.fsdp_state_dict_type = arg("state-dict-type", "full");
+  o.fsdp_cpu_offload = arg_int("cpu-offload", 0) != 0;
   if (g_args.count("clip")) o.gradient_clip_val = std::stod(arg("clip", "0"));
   o.ddp_powersgd_matrix_approximation_rank = arg_int("psgd-rank", 1);
   o.ddp_powersgd_start_powerSGD_iter = arg_int("psgd-start", 1000);

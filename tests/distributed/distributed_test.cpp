@@ -1110,6 +1110,39 @@ TEST(FSDPStrategy, WrappedUnitsAreGatheredJustBeforeTheirForwardAndBackwardAndFr
   EXPECT_EQ(resumed[0].fields.at("global_step"), "30");
 }
 
+// fsdp.cpu_offload: between steps each rank's pieces, their gradients and the optimizer state are host
+// buffers of their own (never views of a gathered buffer), the optimizer steps them there, a gather copies
+// them to the compute device and gives the same buffers back after, and the reduce-scattered gradient
+// pieces are copied next to them. On this CPU-only machine host and compute device are the same memory, so
+// what this shows is that bookkeeping: the weights stay ddp's under every sharding and unit kind, with
+// accumulation and clipping, and a checkpoint resumes bit for bit.
+TEST(FSDPStrategy, CpuOffloadTrainsToDdpsWeightsAndResumesExactly) {
+  const std::string steps = "--steps 20 --shuffle 1 --optimizer adam --clip 0.5";
+  const auto ddp = job("fsdp_offload_ref", "--strategy ddp", 2, steps);
+  expect_like(job("fsdp_offload_full", "--strategy fsdp --cpu-offload 1", 2, steps), ddp[0]);
+  expect_like(job("fsdp_offload_grad_op", "--strategy fsdp --fsdp-sharding shard_grad_op --cpu-offload 1", 2, steps),
+              ddp[0]);
+  expect_like(job("fsdp_offload_units", "--strategy fsdp --wrap class:Linear --cpu-offload 1", 2, steps), ddp[0]);
+  const std::string wrapped = "--steps 20 --shuffle 1 --optimizer adam --wrapped 4";
+  const auto w = job("fsdp_offload_wrapped", "--strategy fsdp --cpu-offload 1", 2, wrapped);
+  expect_like(w, job("fsdp_offload_wrapped_ref", "--strategy ddp", 2, wrapped)[0]);
+  EXPECT_EQ(w[0].fields.at("fsdp_gathered_before_backward"), "120") << "offloaded units are still gathered per unit";
+  const std::string acc = "--steps 12 --accumulate 3 --optimizer momentum --evaluate 1";
+  const auto acc_ddp = job("fsdp_offload_acc_ref", "--strategy ddp", 2, acc);
+  const auto acc_f = job("fsdp_offload_acc", "--strategy fsdp --cpu-offload 1", 2, acc);
+  expect_like(acc_f, acc_ddp[0]);
+  EXPECT_EQ(acc_f[0].fields.at("validated_val_loss"), acc_ddp[0].fields.at("validated_val_loss"));
+  EXPECT_EQ(acc_f[0].fields.at("predicted_sum"), acc_ddp[0].fields.at("predicted_sum"));
+  const std::string root = out_prefix("fsdp_offload_ckpt");
+  const std::string common = "--steps 30 --samples 320 --optimizer adam --cpu-offload 1 --state-dict-type sharded ";
+  const auto whole_run = job("fsdp_offload_ckpt_full", "--strategy fsdp", 2, common + "--root " + root + "_a");
+  job("fsdp_offload_ckpt_part", "--strategy fsdp", 2, common + "--root " + root + "_b --interrupt-step 13");
+  const auto resumed = job("fsdp_offload_ckpt_resumed", "--strategy fsdp", 2,
+                           common + "--root " + root + "_b --ckpt " + root + "_b/checkpoints/interrupted.ckpt");
+  EXPECT_EQ(resumed[0].params, whole_run[0].params);
+  EXPECT_EQ(resumed[0].fields.at("global_step"), "30");
+}
+
 /// fsdp on 2 ranks, 30 steps of Adam over 320 samples, stopped by SIGTERM at step 13 (a checkpoint of
 /// `type`), then resumed: by fsdp on 2 ranks (bitwise), by one process with twice the batch (the
 /// same data per step, so within 1e-5), and by fsdp on 3 ranks (it continues to step 30).
@@ -1219,6 +1252,7 @@ TEST(FSDPStrategy, BadSettingsAreRefusedBeforeAnyRankStarts) {
       {"--strategy fsdp --devices 2 --wrap size:0", "'0' is not a whole number of at least 1"},
       {"--strategy fsdp --devices 2 --wrap layers", "is not a wrap policy"},
       {"--strategy fsdp --devices 2 --state-dict-type local", "fsdp.state_dict_type='local' is not known"},
+      {"--strategy fsdp --devices 2 --fsdp-sharding NO_SHARD --cpu-offload 1", "NO_SHARD makes no pieces"},
   };
   for (const auto& [flags, message] : cases) {
     SCOPED_TRACE(flags);

@@ -113,7 +113,7 @@ TEST(Interrupt, StopsEvenBeforeMinEpochsAndRestoresTheSignalHandlers) {
   auto o = options(dir);
   o.min_epochs = 3;
   // The program's own handlers, which fit must give back.
-  struct sigaction counting {}, previous_term {}, previous_int {}, sigint_before {};
+  struct sigaction counting {}, previous_term {}, sigint_before {};
   counting.sa_handler = count_sigterm;
   sigemptyset(&counting.sa_mask);
   sigaction(SIGTERM, &counting, &previous_term);

@@ -87,9 +87,11 @@ constexpr const char* kPlanUsage =
     "                 [--cluster-environment E] [--assume cpu|cuda=N|tpu=N|tpu=TYPE] [--json]\n"
     "Resolves Trainer flags in this environment (its variables: torchrun, SLURM, ...) into the hardware plan.\n"
     "                 [--params N --optimizer adam|adamw|sgd|momentum|rmsprop|adagrad] [--fsdp-sharding S]\n"
+    "                 [--fsdp-cpu-offload true|false]\n"
     "--devices takes 2, -1, auto, \"0,1\", \"1,\" or [0,1]. --assume replaces this machine's hardware probe.\n"
     "--params (e.g. 54.6M, 1.3B, 125000000): also what each rank holds of a model that size (parameters,\n"
-    "gradients, optimizer state) under the strategy; --fsdp-sharding: FULL_SHARD, SHARD_GRAD_OP, NO_SHARD.\n";
+    "gradients, optimizer state) under the strategy; --fsdp-sharding: FULL_SHARD, SHARD_GRAD_OP, NO_SHARD;\n"
+    "--fsdp-cpu-offload true: those pieces kept in host memory between steps.\n";
 
 // Far more machines than any job has; keeps nodes times devices from overflowing.
 constexpr int64_t kMaxNodes = 1000000;
@@ -147,7 +149,8 @@ nlohmann::json memory_json(const volt::connectors::Plan& plan, int64_t num_param
   return {{"num_params", num_params},         {"parameters", m.parameters},
           {"gradients", m.gradients},         {"optimizer_state", m.optimizer_state},
           {"total", m.total()},               {"communication_buffers", m.communication_buffers},
-          {"sharding_strategy", plan.strategy == "fsdp" ? volt::strategies::to_string(plan.fsdp.sharding_strategy) : ""}};
+          {"sharding_strategy", plan.strategy == "fsdp" ? volt::strategies::to_string(plan.fsdp.sharding_strategy) : ""},
+          {"cpu_offload", plan.strategy == "fsdp" && plan.fsdp.cpu_offload}};
 }
 
 std::string describe_memory(const volt::connectors::Plan& plan, int64_t num_params, const std::string& optimizer,
@@ -173,6 +176,9 @@ std::string describe_memory(const volt::connectors::Plan& plan, int64_t num_para
   if (m.communication_buffers > 0) {
     out << "  + " << mib(m.communication_buffers)
         << " in the Reducer's gradient buckets (ddp.gradient_as_bucket_view=true shares them)\n";
+  }
+  if (plan.strategy == "fsdp" && plan.fsdp.cpu_offload) {
+    out << "  all of it in host memory between steps (fsdp.cpu_offload=true; the optimizer steps on the CPU)\n";
   }
   out << "  (activations, and under fsdp the whole parameters inside a step, come on top)\n";
   return out.str();
@@ -226,6 +232,12 @@ int cmd_plan(int argc, char** argv) {
         optimizer = next();
       } else if (arg == "--fsdp-sharding") {
         options.fsdp_sharding_strategy = next();
+      } else if (arg == "--fsdp-cpu-offload") {
+        const std::string v = next();
+        if (v != "true" && v != "false") {
+          throw volt::ConfigError("--fsdp-cpu-offload takes true or false, not '" + volt::printable(v) + "'.");
+        }
+        options.fsdp_cpu_offload = v == "true";
       } else {
         throw volt::ConfigError("unknown option '" + volt::printable(arg) + "'. " + std::string(kPlanUsage));
       }

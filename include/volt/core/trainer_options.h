@@ -62,6 +62,9 @@ struct TrainerOptions {
   std::string fsdp_state_dict_type = "full";
   /// At most two fsdp units' collectives in flight (their buffers bounded to two units); false: all at once.
   bool fsdp_limit_all_gathers = true;
+  /// Parameter pieces, gradient pieces and optimizer state in host memory between steps (the optimizer
+  /// steps on the CPU); FULL_SHARD and SHARD_GRAD_OP.
+  bool fsdp_cpu_offload = false;
 
   // --- how long ---
   /// -1: 1000 when max_steps is -1 and no Timer (max_time) bounds the run, else unlimited (Lightning).

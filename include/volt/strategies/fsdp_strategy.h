@@ -98,6 +98,8 @@ class FSDPStrategy : public DDPStrategy {
   static std::vector<UnitPlan> plan_units(const Module& module, const std::string& policy);
   class WrappedUnitHooks;
   bool sharded_mode() const { return fsdp_.sharding_strategy != ShardingStrategy::kNoShard; }
+  /// A copy of `t` in host memory of its own (cpu_offload).
+  at::Tensor to_host(const at::Tensor& t) const;
   /// Whole parameters from the shards for every unit not whole (a wrapped one only with `wrapped_too`).
   void gather(const char* why, bool wrapped_too = false);
   /// Runs a c10d call; its failure becomes collective_failed naming `what` (and `why`), Volt's own errors pass.

@@ -88,6 +88,11 @@ struct FSDPOptions {
   /// At most two units' all-gathers (and reduce-scatters) in flight at once, as Lightning's
   /// limit_all_gathers: the transfer buffers then hold two units, not the whole model; false: all at once.
   bool limit_all_gathers = true;
+  /// Lightning's cpu_offload: between steps every parameter piece, its gradient and the optimizer
+  /// state (which the optimizer makes next to its parameter) live in host memory, and the optimizer
+  /// steps there; a unit's pieces go to the compute device for its all-gather, the reduce-scattered
+  /// gradient pieces come back. FULL_SHARD and SHARD_GRAD_OP only.
+  bool cpu_offload = false;
 };
 
 /// ConfigError for a policy that is not "", "size:N" (N >= 1) or "class:A[,B...]".
