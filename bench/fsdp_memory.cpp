@@ -7,7 +7,8 @@
 //             state from the step before: the most of the three a rank holds at once)
 //   peak RSS: VmHWM of each rank process at the end of fit (everything: activations, buckets, gathers)
 //   step    : median wall time of the measured steps (after --warmup), the slower rank's
-// WRAPPED is FULL_SHARD with the embedding, every block and the head wrapped in volt::Sharded.
+// WRAPPED is FULL_SHARD with the embedding, every block and the head wrapped in volt::Sharded; OFFLOAD is
+// FULL_SHARD with fsdp.cpu_offload.
 // Every mode runs in fresh processes, modes alternating for --rounds rounds; medians are reported,
 // with each figure as a ratio to ddp's.
 //   build/bench/fsdp_memory [--steps 3] [--warmup 1] [--rounds 1] [--layers 12] [--wrap class:TransformerEncoderLayer]
@@ -188,7 +189,8 @@ int run_rank(const std::string& mode) {
   o.strategy = mode == "ddp" ? "ddp" : "fsdp";
   const bool wrapped = mode == "WRAPPED";
   if (mode != "ddp") {
-    o.fsdp_sharding_strategy = wrapped ? "FULL_SHARD" : mode;
+    o.fsdp_cpu_offload = mode == "OFFLOAD";
+    o.fsdp_sharding_strategy = wrapped || o.fsdp_cpu_offload ? "FULL_SHARD" : mode;
     o.fsdp_auto_wrap_policy = wrapped ? "" : arg("wrap", "class:TransformerEncoderLayer");
   }
   o.max_steps = steps;
@@ -242,7 +244,9 @@ int main(int argc, char** argv) {
   // WRAPPED: FULL_SHARD with the embedding, the blocks and the head each a volt::Sharded unit (gathered just
   // before its forward and its backward, freed after each); FULL_SHARD and SHARD_GRAD_OP: the blocks as units
   // of the wrap policy (gathered at the step's start).
-  const std::vector<std::string> modes = {"ddp", "FULL_SHARD", "WRAPPED", "SHARD_GRAD_OP"};
+  // OFFLOAD: FULL_SHARD's units with fsdp.cpu_offload (on this CPU-only machine host and device are the same
+  // memory: it measures what the offload's own copies cost).
+  const std::vector<std::string> modes = {"ddp", "FULL_SHARD", "WRAPPED", "SHARD_GRAD_OP", "OFFLOAD"};
   std::map<std::string, std::map<std::string, std::vector<double>>> results;
   const std::string dir = "/tmp/volt_fsdp_memory_" + std::to_string(::getpid());
   std::string forwarded;
@@ -296,7 +300,7 @@ int main(int argc, char** argv) {
   int failed = 0;
   for (const auto& mode : modes) {
     const auto sharding = mode == "ddp"       ? volt::strategies::ShardingStrategy::kNoShard
-                          : mode == "WRAPPED" ? volt::strategies::ShardingStrategy::kFullShard
+                          : mode == "WRAPPED" || mode == "OFFLOAD" ? volt::strategies::ShardingStrategy::kFullShard
                                               : volt::strategies::parse_sharding_strategy(mode);
     const double plan =
         static_cast<double>(volt::strategies::rank_memory(mode == "ddp" ? "ddp" : "fsdp", sharding, 2, n, 4, 2).total());
