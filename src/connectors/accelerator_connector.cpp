@@ -334,7 +334,8 @@ AcceleratorConnector::AcceleratorConnector(const TrainerOptions& options, const 
                       "fsdp.sharding_strategy=NO_SHARD makes no pieces (it is ddp). Use FULL_SHARD or SHARD_GRAD_OP "
                       "with cpu_offload, or cpu_offload=false.");
   }
-  if (spec.name == "fsdp" && p.world_size < 2) {
+  // A strategy object (FSDPStrategy(options)) may run on one process: its pieces are then whole.
+  if (spec.name == "fsdp" && p.world_size < 2 && strategy_object == nullptr) {
     throw ConfigError("strategy='fsdp' shards the model over several processes, but devices=" +
                       std::to_string(p.num_devices) + " and num_nodes=" + std::to_string(p.num_nodes) +
                       " make one. Use devices=2 or more (or num_nodes), or strategy=\"single_device\" for one process.");

@@ -106,13 +106,16 @@ DDPStrategy::DDPStrategy(const StrategyParts& parts, DDPOptions options)
 }
 
 DDPStrategy::DDPStrategy(DDPOptions options, const std::string& name)
-    : impl_(std::make_unique<Impl>()), root_device_(c10::kCPU), options_(std::move(options)) {
-  const StrategySpec spec = strategy_spec(name);
-  if (spec.name.rfind("ddp", 0) != 0) {
-    throw ConfigError("DDPStrategy(options, \"" + name + "\"): '" + spec.name +
+    : DDPStrategy(std::move(options), strategy_spec(name)) {
+  if (name_.rfind("ddp", 0) != 0) {
+    throw ConfigError("DDPStrategy(options, \"" + name + "\"): '" + name_ +
                       "' is not a ddp strategy. Use ddp, "
                       "ddp_spawn or one of their find_unused_parameters variants.");
   }
+}
+
+DDPStrategy::DDPStrategy(DDPOptions options, const StrategySpec& spec)
+    : impl_(std::make_unique<Impl>()), root_device_(c10::kCPU), options_(std::move(options)) {
   name_ = spec.name;
   launcher_kind_ = spec.launcher;
   options_.find_unused_parameters = options_.find_unused_parameters || spec.find_unused_parameters;

@@ -245,6 +245,26 @@ FSDPStrategy::FSDPStrategy(const StrategyParts& parts, FSDPOptions options)
   check_auto_wrap_policy(fsdp_.auto_wrap_policy);
 }
 
+namespace {
+DDPOptions without_comm_hook(DDPOptions ddp) {
+  ddp.comm_hook.clear();
+  ddp.comm_hook_object.reset();
+  return ddp;
+}
+}  // namespace
+
+FSDPStrategy::FSDPStrategy(FSDPOptions options, DDPOptions ddp)
+    : DDPStrategy(without_comm_hook(std::move(ddp)), strategy_spec("fsdp")),
+      fsdp_(std::move(options)),
+      state_(std::make_unique<State>()),
+      unit_hooks_(std::make_unique<WrappedUnitHooks>(*this)) {
+  check_auto_wrap_policy(fsdp_.auto_wrap_policy);
+  if (fsdp_.cpu_offload && fsdp_.sharding_strategy == ShardingStrategy::kNoShard) {
+    throw ConfigError("FSDPOptions: cpu_offload keeps the parameter pieces in host memory, but NO_SHARD makes no "
+                      "pieces (it is ddp). Use FULL_SHARD or SHARD_GRAD_OP with cpu_offload, or cpu_offload=false.");
+  }
+}
+
 FSDPStrategy::~FSDPStrategy() {
   // A gradient accumulator can outlive this strategy (a graph the user kept): its hook must not call back.
   if (state_) {

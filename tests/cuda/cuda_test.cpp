@@ -24,6 +24,7 @@
 #include "support/boring_module.h"
 #include "volt/accelerators/cuda_accelerator.h"
 #include "volt/accelerators/devices.h"
+#include "volt/callbacks/callback.h"
 #include "volt/checkpoint_io/torch_checkpoint_io.h"
 #include "volt/core/error.h"
 #include "volt/core/seed.h"
@@ -32,6 +33,7 @@
 #include "volt/precision/mixed_precision.h"
 #include "volt/precision/precision_registry.h"
 #include "volt/strategies/dp_strategy.h"
+#include "volt/strategies/fsdp_strategy.h"
 #include "volt/trainer/trainer.h"
 
 namespace {
@@ -422,6 +424,66 @@ TEST(CudaCheckpoint, ResumeRestoresTheCudaGeneratorExactly) {
   EXPECT_EQ(max_abs_diff(cpu_params(at_once), cpu_params(moved_on)), 0.0)
       << "after the generators moved on, the resumed steps drew other dropout masks";
   EXPECT_EQ(max_abs_diff(cpu_params(full), cpu_params(at_once)), 0.0) << "the resume is not exact";
+}
+
+/// Between the backward and the optimizer step: where each parameter and its gradient are.
+class WhereParametersLive final : public volt::callbacks::Callback {
+ public:
+  std::string state_key() const override { return "WhereParametersLive"; }
+  void on_before_optimizer_step(volt::TrainerView&, torch::optim::Optimizer& optimizer, size_t) override {
+    for (const auto& group : optimizer.param_groups()) {
+      for (const auto& p : group.params()) {
+        ++checked;
+        if (!p.device().is_cpu() || !p.is_pinned()) ++not_pinned_host;
+        if (!p.grad().defined() || !p.grad().device().is_cpu()) ++grad_not_host;
+      }
+    }
+  }
+  int64_t checked = 0, not_pinned_host = 0, grad_not_host = 0;
+};
+
+/// Records the device of its parameters inside the training step.
+class DeviceSpy : public BoringModule {
+ public:
+  DeviceSpy() : BoringModule(8, 3) {}
+  at::Tensor training_step(volt::Batch& batch, volt::StepContext& ctx) override {
+    for (const auto& p : parameters()) on_gpu_in_step = on_gpu_in_step && p.device().is_cuda();
+    return BoringModule::training_step(batch, ctx);
+  }
+  bool on_gpu_in_step = true;
+};
+
+// fsdp.cpu_offload on a GPU: an FSDPStrategy object on one rank (its pieces whole; strategy="fsdp" needs two
+// processes, and fsdp over NCCL a GPU each). Between steps the parameters and their gradients are page-locked
+// host buffers and the optimizer steps them there; inside the step they are on the GPU; after fit the module
+// is whole on the GPU again, with the weights of a plain one-GPU run.
+TEST(CudaFSDP, CpuOffloadKeepsPiecesInPinnedHostMemoryAndTrainsAsOneGpu) {
+  VOLT_NEEDS_GPU();
+  ScratchDir dir;
+  volt::seed_everything(17);
+  DeviceSpy one;
+  Trainer(on_gpu(dir.path() + "/one")).fit(one, random_loader(48, 8, 6));
+  volt::seed_everything(17);
+  DeviceSpy m;
+  volt::strategies::FSDPOptions f;
+  f.cpu_offload = true;
+  volt::strategies::DDPOptions ddp;
+#ifdef VOLT_WITH_NCCL
+  ddp.backend = "nccl";
+#endif
+  auto where = std::make_shared<WhereParametersLive>();
+  volt::TrainerPlugins plugins;
+  plugins.strategy = std::make_shared<volt::strategies::FSDPStrategy>(f, ddp);
+  auto o = on_gpu(dir.path() + "/fsdp");
+  Trainer t(o, plugins, {where});
+  t.fit(m, random_loader(48, 8, 6));
+  EXPECT_EQ(t.global_step(), 6);
+  EXPECT_TRUE(m.on_gpu_in_step) << "inside a step the gathered parameters are on the GPU";
+  EXPECT_GT(where->checked, 0);
+  EXPECT_EQ(where->not_pinned_host, 0) << "between steps the pieces are page-locked host memory";
+  EXPECT_EQ(where->grad_not_host, 0) << "the reduce-scattered gradient pieces are copied next to them";
+  for (const auto& p : m.parameters()) EXPECT_TRUE(p.device().is_cuda()) << "after fit the module is whole on the GPU";
+  EXPECT_LE(max_abs_diff(cpu_params(one), cpu_params(m)), 1e-5);
 }
 
 TEST(CudaDataLoader, PinnedBatchesCopyToTheGpuWithoutBlocking) {

@@ -490,6 +490,18 @@ int main(int argc, char** argv) {
     plugins.strategy = std::make_shared<volt::strategies::DDPStrategy>(ddp, o.strategy);
     o.strategy = "auto";
   }
+  if (g_args.count("fsdp-object")) {
+    // Lightning's FSDPStrategy(...) object: also on one process (devices 1), where strategy="fsdp" is refused.
+    volt::strategies::FSDPOptions f;
+    f.sharding_strategy = volt::strategies::parse_sharding_strategy(o.fsdp_sharding_strategy);
+    f.auto_wrap_policy = o.fsdp_auto_wrap_policy;
+    f.state_dict_type = o.fsdp_state_dict_type;
+    f.cpu_offload = o.fsdp_cpu_offload;
+    volt::strategies::DDPOptions ddp;
+    ddp.timeout = std::chrono::seconds(arg_int("timeout", 60));
+    plugins.strategy = std::make_shared<volt::strategies::FSDPStrategy>(f, ddp);
+    o.strategy = "auto";
+  }
   const std::string out = arg("out", "/tmp/volt_dist_program.out");
   try {
     volt::Trainer* self = nullptr;

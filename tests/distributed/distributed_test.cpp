@@ -1141,6 +1141,15 @@ TEST(FSDPStrategy, CpuOffloadTrainsToDdpsWeightsAndResumesExactly) {
                            common + "--root " + root + "_b --ckpt " + root + "_b/checkpoints/interrupted.ckpt");
   EXPECT_EQ(resumed[0].params, whole_run[0].params);
   EXPECT_EQ(resumed[0].fields.at("global_step"), "30");
+  // An FSDPStrategy object (Lightning's FSDPStrategy(cpu_offload=True)) on 2 ranks, and on one process, where
+  // its pieces are whole (strategy="fsdp" refuses one process): what the CUDA test runs on one GPU.
+  expect_like(job("fsdp_offload_object", "--fsdp-object 1 --cpu-offload 1", 2, steps), ddp[0]);
+  const std::string one = "--steps 20 --shuffle 1 --optimizer adam --clip 0.5 --batch 16";
+  const std::string single = out_prefix("fsdp_offload_single"), object = out_prefix("fsdp_offload_object1");
+  ASSERT_EQ(run(train(single, "--strategy single_device --devices 1 " + one)).code, 0);
+  const Outcome o1 = run(train(object, "--fsdp-object 1 --cpu-offload 1 --devices 1 " + one));
+  ASSERT_EQ(o1.code, 0) << o1.output;
+  EXPECT_LE(max_abs_diff(read_result(object + ".rank0").params, read_result(single + ".rank0").params), 1e-6);
 }
 
 /// fsdp on 2 ranks, 30 steps of Adam over 320 samples, stopped by SIGTERM at step 13 (a checkpoint of

@@ -73,6 +73,9 @@ class DDPStrategy : public Strategy {
   const DDPOptions& ddp_options() const { return options_; }
 
  protected:
+  /// A strategy object of another registry key built on ddp (FSDPStrategy's "fsdp"): its launcher,
+  /// without the ddp-family check of the public constructor.
+  DDPStrategy(DDPOptions options, const StrategySpec& spec);
   /// Replaces the spawn launcher (XLAStrategy's is the XLA one).
   void use_spawn_launcher(std::unique_ptr<launchers::SpawnLauncher> launcher);
   /// Rank 0's parameters and buffers to every rank (the start of setup).

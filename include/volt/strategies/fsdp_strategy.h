@@ -42,6 +42,11 @@ namespace volt::strategies {
 class FSDPStrategy : public DDPStrategy {
  public:
   FSDPStrategy(const StrategyParts& parts, FSDPOptions options);
+  /// A strategy object for the Trainer's plug-ins (Lightning's FSDPStrategy(...)); `ddp` gives the process
+  /// group's backend and timeouts (its communication hook does not apply). The accelerator connector connects
+  /// devices, layout and the parts it lacks. Unlike strategy="fsdp", an object also runs on one process (its
+  /// pieces are then whole: what the CUDA tests use to run cpu_offload on one GPU).
+  explicit FSDPStrategy(FSDPOptions options, strategies::DDPOptions ddp = {});
   ~FSDPStrategy() override;
 
   /// A wrap policy that wraps none of the module's submodules is a ConfigError (before any launch).
