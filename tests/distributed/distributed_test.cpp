@@ -982,6 +982,31 @@ void expect_like(const std::vector<Result>& r, const Result& reference, double t
   }
 }
 
+/// ddp and fsdp (`fsdp_flags`) on 2 ranks with `flags` (with --evaluate 1): fsdp's weights are ddp's, and so are
+/// validate's loss and predict's sum after fit. Returns fsdp's results.
+std::vector<Result> expect_ddps_results(const std::string& name, const std::string& fsdp_flags,
+                                        const std::string& flags) {
+  const auto d = job(name + "_ref", "--strategy ddp", 2, flags);
+  const auto f = job(name, fsdp_flags, 2, flags);
+  expect_like(f, d[0]);
+  EXPECT_EQ(f[0].fields.at("validated_val_loss"), d[0].fields.at("validated_val_loss"));
+  EXPECT_EQ(f[0].fields.at("predicted_sum"), d[0].fields.at("predicted_sum"));
+  return f;
+}
+
+/// fsdp on 2 ranks with `flags` for 30 steps over 320 samples, stopped by SIGTERM at step 13 with a sharded
+/// checkpoint, then resumed from it: the uninterrupted run's weights, bit for bit.
+void expect_exact_sharded_resume(const std::string& name, const std::string& flags) {
+  const std::string root = out_prefix(name);
+  const std::string common = "--steps 30 --samples 320 --state-dict-type sharded " + flags + " ";
+  const auto whole_run = job(name + "_full", "--strategy fsdp", 2, common + "--root " + root + "_a");
+  job(name + "_part", "--strategy fsdp", 2, common + "--root " + root + "_b --interrupt-step 13");
+  const auto resumed = job(name + "_resumed", "--strategy fsdp", 2,
+                           common + "--root " + root + "_b --ckpt " + root + "_b/checkpoints/interrupted.ckpt");
+  EXPECT_EQ(resumed[0].params, whole_run[0].params);
+  EXPECT_EQ(resumed[0].fields.at("global_step"), "30");
+}
+
 bool python_has_torch() {
   return std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0;
 }
@@ -1020,11 +1045,7 @@ TEST(FSDPStrategy, AdamWRmspropAdagradAndNesterovMomentumWithAStepLRTrainToDdpsW
 // forward) and average them element-wise: the same floats as ddp's, and validate/predict after fit agree too.
 TEST(FSDPStrategy, EmaAndSwaCallbacksValidateAndPredictGiveDdpsResults) {
   const std::string ema = "--steps 40 --epochs 2 --samples 320 --ema 0.9 --evaluate 1";
-  const auto d = job("fsdp_ema_ref", "--strategy ddp", 2, ema);
-  const auto f = job("fsdp_ema", "--strategy fsdp", 2, ema);
-  expect_like(f, d[0]);
-  EXPECT_EQ(f[0].fields.at("validated_val_loss"), d[0].fields.at("validated_val_loss"));
-  EXPECT_EQ(f[0].fields.at("predicted_sum"), d[0].fields.at("predicted_sum"));
+  expect_ddps_results("fsdp_ema", "--strategy fsdp", ema);
   const std::string swa = "--steps -1 --epochs 3 --samples 160 --swa 2";
   expect_like(job("fsdp_swa", "--strategy fsdp --fsdp-sharding shard_grad_op", 2, swa),
               job("fsdp_swa_ref", "--strategy ddp", 2, swa)[0]);
@@ -1090,24 +1111,13 @@ TEST(FSDPStrategy, WrappedUnitsAreGatheredJustBeforeTheirForwardAndBackwardAndFr
   // Accumulating (no_sync): a unit keeps its whole parameters (and gradients) until the last micro-batch's
   // reduce-scatter, so the peak is the whole model; validate and predict after fit gather unit by unit.
   const std::string acc = "--steps 12 --accumulate 3 --optimizer adam --wrapped 4 --evaluate 1";
-  const auto acc_ddp = job("fsdp_wrapped_acc_ref", "--strategy ddp", 2, acc);
-  const auto acc_full = job("fsdp_wrapped_acc", "--strategy fsdp", 2, acc);
-  expect_like(acc_full, acc_ddp[0]);
-  EXPECT_EQ(acc_full[0].fields.at("fsdp_peak_whole_elements"), "1250");
-  EXPECT_EQ(acc_full[0].fields.at("validated_val_loss"), acc_ddp[0].fields.at("validated_val_loss"));
-  EXPECT_EQ(acc_full[0].fields.at("predicted_sum"), acc_ddp[0].fields.at("predicted_sum"));
+  EXPECT_EQ(expect_ddps_results("fsdp_wrapped_acc", "--strategy fsdp", acc)[0].fields.at("fsdp_peak_whole_elements"),
+            "1250");
   // bf16-mixed (autocast casts each unit's whole weights while they are gathered).
   const std::string bf16 = "--steps 20 --shuffle 1 --optimizer adam --wrapped 4 --precision bf16-mixed";
   expect_like(job("fsdp_wrapped_bf16", "--strategy fsdp", 2, bf16), job("fsdp_wrapped_bf16_ref", "--strategy ddp", 2, bf16)[0]);
   // A sharded checkpoint written between steps (the units at rest, their storage released) resumes exactly.
-  const std::string root = out_prefix("fsdp_wrapped_ckpt");
-  const std::string common = "--steps 30 --samples 320 --optimizer adam --wrapped 4 --state-dict-type sharded ";
-  const auto whole_run = job("fsdp_wrapped_ckpt_full", "--strategy fsdp", 2, common + "--root " + root + "_a");
-  job("fsdp_wrapped_ckpt_part", "--strategy fsdp", 2, common + "--root " + root + "_b --interrupt-step 13");
-  const auto resumed = job("fsdp_wrapped_ckpt_resumed", "--strategy fsdp", 2,
-                           common + "--root " + root + "_b --ckpt " + root + "_b/checkpoints/interrupted.ckpt");
-  EXPECT_EQ(resumed[0].params, whole_run[0].params);
-  EXPECT_EQ(resumed[0].fields.at("global_step"), "30");
+  expect_exact_sharded_resume("fsdp_wrapped_ckpt", "--optimizer adam --wrapped 4");
 }
 
 // fsdp.cpu_offload: between steps each rank's pieces, their gradients and the optimizer state are host
@@ -1128,19 +1138,8 @@ TEST(FSDPStrategy, CpuOffloadTrainsToDdpsWeightsAndResumesExactly) {
   expect_like(w, job("fsdp_offload_wrapped_ref", "--strategy ddp", 2, wrapped)[0]);
   EXPECT_EQ(w[0].fields.at("fsdp_gathered_before_backward"), "120") << "offloaded units are still gathered per unit";
   const std::string acc = "--steps 12 --accumulate 3 --optimizer momentum --evaluate 1";
-  const auto acc_ddp = job("fsdp_offload_acc_ref", "--strategy ddp", 2, acc);
-  const auto acc_f = job("fsdp_offload_acc", "--strategy fsdp --cpu-offload 1", 2, acc);
-  expect_like(acc_f, acc_ddp[0]);
-  EXPECT_EQ(acc_f[0].fields.at("validated_val_loss"), acc_ddp[0].fields.at("validated_val_loss"));
-  EXPECT_EQ(acc_f[0].fields.at("predicted_sum"), acc_ddp[0].fields.at("predicted_sum"));
-  const std::string root = out_prefix("fsdp_offload_ckpt");
-  const std::string common = "--steps 30 --samples 320 --optimizer adam --cpu-offload 1 --state-dict-type sharded ";
-  const auto whole_run = job("fsdp_offload_ckpt_full", "--strategy fsdp", 2, common + "--root " + root + "_a");
-  job("fsdp_offload_ckpt_part", "--strategy fsdp", 2, common + "--root " + root + "_b --interrupt-step 13");
-  const auto resumed = job("fsdp_offload_ckpt_resumed", "--strategy fsdp", 2,
-                           common + "--root " + root + "_b --ckpt " + root + "_b/checkpoints/interrupted.ckpt");
-  EXPECT_EQ(resumed[0].params, whole_run[0].params);
-  EXPECT_EQ(resumed[0].fields.at("global_step"), "30");
+  expect_ddps_results("fsdp_offload_acc", "--strategy fsdp --cpu-offload 1", acc);
+  expect_exact_sharded_resume("fsdp_offload_ckpt", "--optimizer adam --cpu-offload 1");
   // An FSDPStrategy object (Lightning's FSDPStrategy(cpu_offload=True)) on 2 ranks, and on one process, where
   // its pieces are whole (strategy="fsdp" refuses one process): what the CUDA test runs on one GPU.
   expect_like(job("fsdp_offload_object", "--fsdp-object 1 --cpu-offload 1", 2, steps), ddp[0]);
