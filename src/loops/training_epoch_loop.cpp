@@ -55,15 +55,16 @@ void TrainingEpochLoop::announce_held_stop() {
 
 bool TrainingEpochLoop::interrupted(bool at_step_boundary) {
   if (ctx_.signals == nullptr || !at_step_boundary) return false;
-  // Every rank must agree, or some would wait in the next collective forever; and on which
-  // signal: a scheduler signals a job's tasks one after another, so another rank may have it
-  // while this one does not yet. The requeue signal wins over any other (its checkpoint is
-  // the one a requeued job looks for); otherwise the highest number.
+  // Every rank must agree, or some would wait in the next collective forever.
   const int own = ctx_.signals->received();
+  if (!ctx_.strategy.reduce_boolean_decision(own != 0, /*all=*/false)) return false;
+  // And on which signal (one more collective, only when stopping): a scheduler signals a job's
+  // tasks one after another, so another rank may have it while this one does not yet. The
+  // requeue signal wins over any other (its checkpoint is the one a requeued job looks for);
+  // otherwise the highest number.
   const double key = own == 0 ? 0.0 : ctx_.signals->is_requeue(own) ? NSIG + own : own;
   const auto agreed = static_cast<int>(ctx_.strategy.reduce(key, strategies::ReduceOp::kMax));
-  if (agreed == 0) return false;
-  const int signal = agreed > NSIG ? agreed - NSIG : agreed;
+  const int signal = agreed > NSIG ? agreed - NSIG : agreed != 0 ? agreed : own;
   ctx_.signals->stopped_by(signal);
   auto& state = ctx_.state;
   // SLURM's requeue signal: the checkpoint goes where a requeued job looks for it.
