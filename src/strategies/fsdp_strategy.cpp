@@ -840,9 +840,10 @@ void FSDPStrategy::reduce_scatter_and_reshard() {
     const auto& unit = st.units[u];
     for (size_t k = 0; k < unit.members.size(); ++k) {
       auto& p = st.params[unit.members[k]];
-      at::Tensor grad = p.shard > 0 ? st.summed[u].narrow(0, unit.offsets[k], p.shard).clone()
-                                    : at::empty({0}, p.param.options());
-      if (fsdp_.cpu_offload) grad = to_host(grad);  // next to its piece, where the optimizer steps
+      at::Tensor grad = p.shard == 0 ? at::empty({0}, p.param.options())
+                        : fsdp_.cpu_offload
+                            ? to_host(st.summed[u].narrow(0, unit.offsets[k], p.shard))  // next to its piece
+                            : st.summed[u].narrow(0, unit.offsets[k], p.shard).clone();
       if (p.kept_grad.defined()) grad.add_(p.kept_grad);
       p.kept_grad = at::Tensor();
       p.param.mutable_grad() = grad;
