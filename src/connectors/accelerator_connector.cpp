@@ -329,11 +329,7 @@ AcceleratorConnector::AcceleratorConnector(const TrainerOptions& options, const 
   p.fsdp.state_dict_type = options.fsdp_state_dict_type;
   p.fsdp.limit_all_gathers = options.fsdp_limit_all_gathers;
   p.fsdp.cpu_offload = options.fsdp_cpu_offload;
-  if (spec.name == "fsdp" && p.fsdp.cpu_offload && p.fsdp.sharding_strategy == strategies::ShardingStrategy::kNoShard) {
-    throw ConfigError("fsdp.cpu_offload=true keeps the parameter pieces in host memory, but "
-                      "fsdp.sharding_strategy=NO_SHARD makes no pieces (it is ddp). Use FULL_SHARD or SHARD_GRAD_OP "
-                      "with cpu_offload, or cpu_offload=false.");
-  }
+  if (spec.name == "fsdp") strategies::check_cpu_offload(p.fsdp);
   // A strategy object (FSDPStrategy(options)) may run on one process: its pieces are then whole.
   if (spec.name == "fsdp" && p.world_size < 2 && strategy_object == nullptr) {
     throw ConfigError("strategy='fsdp' shards the model over several processes, but devices=" +

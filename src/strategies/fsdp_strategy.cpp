@@ -77,6 +77,13 @@ const char* to_string(ShardingStrategy s) {
   }
 }
 
+void check_cpu_offload(const FSDPOptions& options) {
+  if (!options.cpu_offload || options.sharding_strategy != ShardingStrategy::kNoShard) return;
+  throw ConfigError("fsdp.cpu_offload=true keeps the parameter pieces in host memory, but "
+                    "fsdp.sharding_strategy=NO_SHARD makes no pieces (it is ddp). Use FULL_SHARD or SHARD_GRAD_OP "
+                    "with cpu_offload, or cpu_offload=false.");
+}
+
 void check_auto_wrap_policy(const std::string& policy, const std::string& flag) {
   if (policy.empty()) return;
   const std::string fix = " Use size:N (a submodule of at least N parameter elements is a unit, e.g. size:100000), "
@@ -237,15 +244,8 @@ at::Tensor FSDPStrategy::to_host(const at::Tensor& t) const {
   return host;
 }
 
-FSDPStrategy::FSDPStrategy(const StrategyParts& parts, FSDPOptions options)
-    : DDPStrategy(parts, parts.ddp),
-      fsdp_(std::move(options)),
-      state_(std::make_unique<State>()),
-      unit_hooks_(std::make_unique<WrappedUnitHooks>(*this)) {
-  check_auto_wrap_policy(fsdp_.auto_wrap_policy);
-}
-
 namespace {
+/// Lightning's FSDPStrategy takes no communication hook (the accelerator connector warns about the flag).
 DDPOptions without_comm_hook(DDPOptions ddp) {
   ddp.comm_hook.clear();
   ddp.comm_hook_object.reset();
@@ -253,16 +253,21 @@ DDPOptions without_comm_hook(DDPOptions ddp) {
 }
 }  // namespace
 
+FSDPStrategy::FSDPStrategy(const StrategyParts& parts, FSDPOptions options)
+    : DDPStrategy(parts, without_comm_hook(parts.ddp)),
+      fsdp_(std::move(options)),
+      state_(std::make_unique<State>()),
+      unit_hooks_(std::make_unique<WrappedUnitHooks>(*this)) {
+  check_auto_wrap_policy(fsdp_.auto_wrap_policy);
+}
+
 FSDPStrategy::FSDPStrategy(FSDPOptions options, DDPOptions ddp)
     : DDPStrategy(without_comm_hook(std::move(ddp)), strategy_spec("fsdp")),
       fsdp_(std::move(options)),
       state_(std::make_unique<State>()),
       unit_hooks_(std::make_unique<WrappedUnitHooks>(*this)) {
   check_auto_wrap_policy(fsdp_.auto_wrap_policy);
-  if (fsdp_.cpu_offload && fsdp_.sharding_strategy == ShardingStrategy::kNoShard) {
-    throw ConfigError("FSDPOptions: cpu_offload keeps the parameter pieces in host memory, but NO_SHARD makes no "
-                      "pieces (it is ddp). Use FULL_SHARD or SHARD_GRAD_OP with cpu_offload, or cpu_offload=false.");
-  }
+  check_cpu_offload(fsdp_);
 }
 
 FSDPStrategy::~FSDPStrategy() {
@@ -1154,11 +1159,7 @@ RankMemory rank_memory(const std::string& strategy, ShardingStrategy sharding, i
 }
 
 std::shared_ptr<Strategy> make_fsdp_strategy(const StrategyParts& parts) {
-  // Lightning's FSDPStrategy takes no communication hook (the accelerator connector warns about the flag).
-  StrategyParts own = parts;
-  own.ddp.comm_hook.clear();
-  own.ddp.comm_hook_object.reset();
-  return std::make_shared<FSDPStrategy>(own, parts.fsdp);
+  return std::make_shared<FSDPStrategy>(parts, parts.fsdp);
 }
 
 }  // namespace volt::strategies

@@ -97,6 +97,8 @@ struct FSDPOptions {
 
 /// ConfigError for a policy that is not "", "size:N" (N >= 1) or "class:A[,B...]".
 void check_auto_wrap_policy(const std::string& policy, const std::string& flag = "fsdp.auto_wrap_policy");
+/// ConfigError for cpu_offload with NO_SHARD (which makes no pieces to keep in host memory).
+void check_cpu_offload(const FSDPOptions& options);
 
 /// What a strategy is built from, and what the accelerator connector gives a strategy object
 /// the user built (Strategy::connect).
