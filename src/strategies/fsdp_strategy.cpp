@@ -234,6 +234,12 @@ void refill_storage(const at::Tensor& t) {
 }
 }  // namespace
 
+at::Tensor FSDPStrategy::own_piece(const at::Tensor& view) const {
+  if (fsdp_.cpu_offload) return to_host(view);
+  // SHARD_GRAD_OP keeps the whole buffer: the piece stays a view into it. FULL_SHARD frees it: a copy.
+  return fsdp_.sharding_strategy == ShardingStrategy::kShardGradOp ? view : view.clone();
+}
+
 at::Tensor FSDPStrategy::to_host(const at::Tensor& t) const {
   // Its own host buffer, also when the compute device is the CPU (so that the offloaded piece is never a
   // view of a gathered buffer); page-locked next to a GPU, for its copies to and from the device.
@@ -437,13 +443,9 @@ void FSDPStrategy::setup(Module& module) {
     at::Tensor whole = at::zeros({p.shard * w}, p.param.options());
     whole.narrow(0, 0, p.numel).copy_(p.param.detach().reshape(-1));
     at::Tensor mine = whole.narrow(0, r * p.shard, p.shard);
-    if (fsdp_.sharding_strategy == ShardingStrategy::kShardGradOp) {
-      p.whole = whole;
-    }
-    mine = fsdp_.cpu_offload ? to_host(mine)
-           : fsdp_.sharding_strategy == ShardingStrategy::kShardGradOp ? mine : mine.clone();
+    if (fsdp_.sharding_strategy == ShardingStrategy::kShardGradOp) p.whole = whole;
     p.param.mutable_grad() = at::Tensor();
-    p.param.set_data(mine);
+    p.param.set_data(own_piece(mine));
   }
   for (auto& u : fresh.units) u.whole = false;
   fresh.counts = state_->counts;
@@ -557,12 +559,7 @@ void FSDPStrategy::shard_unit(size_t u, bool restore_grad) {
       mine = std::move(p.piece);  // cpu_offload: the host piece, unchanged since the gather
       p.piece = at::Tensor();
     } else {
-      mine = p.whole.narrow(0, rank * p.shard, p.shard);
-      if (fsdp_.cpu_offload) {
-        mine = to_host(mine);
-      } else if (fsdp_.sharding_strategy == ShardingStrategy::kFullShard) {
-        mine = mine.clone();  // a view would keep the whole buffer
-      }
+      mine = own_piece(p.whole.narrow(0, rank * p.shard, p.shard));
     }
     if (fsdp_.sharding_strategy == ShardingStrategy::kFullShard) {
       // A wrapped unit's whole parameters may be saved by an autograd graph: the storage goes, the

@@ -105,6 +105,9 @@ class FSDPStrategy : public DDPStrategy {
   bool sharded_mode() const { return fsdp_.sharding_strategy != ShardingStrategy::kNoShard; }
   /// A copy of `t` in host memory of its own (cpu_offload).
   at::Tensor to_host(const at::Tensor& t) const;
+  /// What a parameter holds between steps, from `view` (its piece of the whole buffer): a host copy
+  /// (cpu_offload), the view (SHARD_GRAD_OP, which keeps the buffer) or a copy (FULL_SHARD).
+  at::Tensor own_piece(const at::Tensor& view) const;
   /// Whole parameters from the shards for every unit not whole (a wrapped one only with `wrapped_too`).
   void gather(const char* why, bool wrapped_too = false);
   /// Runs a c10d call; its failure becomes collective_failed naming `what` (and `why`), Volt's own errors pass.
