@@ -4,6 +4,13 @@
 //   ddp    : 2 processes, gradients averaged by c10d's Reducer (buckets, overlapped with backward)
 //   flat   : the same 2 processes with the Reducer off, one flat allreduce of all gradients
 //            after backward (the baseline the Reducer's overlap should beat)
+//   hand   : 2 processes of a hand-written LibTorch loop (no Volt: a Gloo group of its own, each
+//            rank its half of a shuffled epoch, one flat allreduce of the gradients after
+//            backward, SGD; Volt's allocator setting): what Volt's flat mode is measured
+//            against, as a ratio
+//   sync   : the hand-written loop allreducing one float per step instead of the gradients: the
+//            cost of synchronising the ranks once per step, which any gradient exchange (any comm
+//            hook) pays at least; its efficiency is the ceiling of every hook on this machine
 //   pair   : 2 independent single processes at the same time, no communication at all: what
 //            this machine's cores give two processes, the ceiling for ddp's throughput
 //   hook:H : 2 processes, ddp with the communication hook H (ddp.comm_hook) for each H of
@@ -16,7 +23,10 @@
 // A rank process is this program with --mode; the driver is this program without it.
 #include <unistd.h>
 
+#include <ATen/ops/randperm.h>
 #include <torch/csrc/autograd/grad_mode.h>
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/container/sequential.h>
@@ -37,6 +47,7 @@
 #include <thread>
 #include <vector>
 
+#include "volt/accelerators/cpu_accelerator.h"
 #include "volt/callbacks/callback.h"
 #include "volt/core/module.h"
 #include "volt/data/dataloader.h"
@@ -194,6 +205,76 @@ int run_rank(const std::string& mode, int64_t steps, int64_t warmup, const std::
   return 0;
 }
 
+/// The hand-written 2-process loop (mode hand): rank `rank` of 2, meeting the other through a
+/// FileStore at `store_path`. Rank 0 writes samples/s, ms a step and ms of the allreduce call.
+/// `sync_only`: one float's allreduce per step instead of the gradients' (mode sync).
+int run_hand(int rank, const std::string& store_path, int64_t steps, int64_t warmup, const std::string& out,
+             bool sync_only) {
+  at::set_num_threads(1);
+  // The allocator Volt's ranks run with (glibc's mmap/trim thresholds raised), so that the ratio
+  // measures the loop (bench/trainer_vs_loop does the same).
+  volt::accelerators::CPUAccelerator::tune_allocator();
+  const int64_t batch = 64;
+  auto data = volt::data::load_mnist_format(volt::data::kFashionMnistDir, /*train=*/true);
+  const at::Tensor& x = data->tensors()[0];
+  const at::Tensor& y = data->tensors()[1];
+  if (x.size(0) < 2 * batch * (steps + warmup)) {
+    std::cerr << "ddp_scaling: --steps + --warmup must fit one epoch (" << x.size(0) / (2 * batch) << " steps)\n";
+    return 1;
+  }
+  auto store = c10::make_intrusive<c10d::FileStore>(store_path, 2);
+  auto options = c10d::ProcessGroupGloo::Options::create();
+  options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+  options->threads = 1;
+  auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, 2, options);
+  Cnn model;
+  std::vector<at::Tensor> params = model.parameters();
+  torch::optim::SGD opt(params, torch::optim::SGDOptions(0.01));
+  auto gen = at::detail::createCPUGenerator(1);
+  const at::Tensor perm = at::randperm(x.size(0), gen);
+  double allreduce_seconds = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  for (int64_t step = 0; step < steps + warmup; ++step) {
+    if (step == warmup) {
+      allreduce_seconds = 0;
+      t0 = std::chrono::steady_clock::now();
+    }
+    const at::Tensor idx = perm.slice(0, (2 * step + rank) * batch, (2 * step + rank + 1) * batch);
+    at::Tensor loss = torch::nn::functional::cross_entropy(model.net->forward(x.index_select(0, idx)),
+                                                           y.index_select(0, idx));
+    loss.backward();
+    if (sync_only) {
+      std::vector<at::Tensor> one{at::ones({1})};
+      const auto a0 = std::chrono::steady_clock::now();
+      pg->allreduce(one)->wait();
+      allreduce_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - a0).count();
+    } else {
+      std::vector<at::Tensor> grads;
+      for (auto& p : params) grads.push_back(p.grad().reshape({-1}));
+      std::vector<at::Tensor> flat{at::cat(grads)};
+      const auto a0 = std::chrono::steady_clock::now();
+      pg->allreduce(flat)->wait();
+      allreduce_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - a0).count();
+      flat[0].div_(2.0);
+      int64_t offset = 0;
+      for (auto& p : params) {
+        const int64_t n = p.numel();
+        p.mutable_grad().copy_(flat[0].narrow(0, offset, n).view_as(p));
+        offset += n;
+      }
+    }
+    opt.step();
+    for (auto& p : params) p.mutable_grad().reset();
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (rank == 0) {
+    std::ofstream(out) << static_cast<double>(steps * batch * 2) / seconds << " "
+                       << 1000.0 * seconds / static_cast<double>(steps) << " "
+                       << 1000.0 * allreduce_seconds / static_cast<double>(steps) << "\n";
+  }
+  return 0;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
@@ -214,6 +295,9 @@ int main(int argc, char** argv) {
   if (args.count("--psgd-min-rate")) hook.psgd_min_rate = args["--psgd-min-rate"];
   if (args.count("--mode")) {
     const std::string mode = args["--mode"];
+    if (mode == "hand" || mode == "sync") {
+      return run_hand(static_cast<int>(get("--rank", 0)), args["--store"], steps, warmup, args["--out"], mode == "sync");
+    }
     if (mode.rfind("hook:", 0) == 0) hook.hook = mode.substr(5);
     return run_rank(mode, steps, warmup, args["--out"], bucket_view,
                     args.count("--start-together") ? args["--start-together"] : "", hook, accuracy);
@@ -254,7 +338,7 @@ int main(int argc, char** argv) {
                 std::to_string(get("--accuracy-psgd-start", 50)).c_str());
     return 0;
   }
-  std::vector<std::string> modes{"single", "ddp", "flat", "pair"};
+  std::vector<std::string> modes{"single", "ddp", "flat", "hand", "sync", "pair"};
   for (const auto& h : hooks) modes.push_back("hook:" + h);
   for (int64_t r = 0; r < rounds; ++r) {
     for (const std::string& mode : modes) {
@@ -266,6 +350,12 @@ int main(int argc, char** argv) {
         cmd = "sh -c '" + self + " --mode single --out " + out + ".a --start-together " + marker + args_common +
               " & " + self + " --mode single --out " + out + ".b --start-together " + marker + args_common +
               " & wait' && rm -f " + marker + ".*";
+      } else if (mode == "hand" || mode == "sync") {
+        const std::string store = out + "_store" + std::to_string(r);
+        std::remove(store.c_str());
+        cmd = "sh -c '" + self + " --mode " + mode + " --rank 0 --store " + store + " --out " + out + args_common +
+              " & " + self + " --mode " + mode + " --rank 1 --store " + store + " --out " + out + args_common +
+              " & wait' && rm -f " + store;
       } else {
         cmd = self + " --mode " + mode + " --out " + out + args_common;
       }
@@ -303,6 +393,18 @@ int main(int argc, char** argv) {
   std::printf("  2 processes, flat allreduce %6.1f samples/s  Reducer/flat = %.3f\n", f, d / f);
   std::printf("  step time: 1 process %.2f ms; flat %.2f ms, of which the allreduce call %.2f ms\n",
               median(step_ms["single"]), median(step_ms["flat"]), median(allreduce_ms["flat"]));
+  {
+    std::vector<double> ratios;
+    for (size_t i = 0; i < sps["hand"].size() && i < sps["flat"].size(); ++i) {
+      ratios.push_back(sps["flat"][i] / sps["hand"][i]);
+    }
+    std::printf("  2 processes, hand-written LibTorch loop %6.1f samples/s (%.2f ms a step, the allreduce call %.2f ms)"
+                "; Volt flat / hand = %.3f (median of the rounds' ratios)\n",
+                median(sps["hand"]), median(step_ms["hand"]), median(allreduce_ms["hand"]), median(ratios));
+  }
+  std::printf("  2 processes, hand-written loop synchronised by one float's allreduce a step %6.1f samples/s: "
+              "weak-scaling efficiency %.1f%%, the ceiling of any comm hook here\n",
+              median(sps["sync"]), 100.0 * median(sps["sync"]) / (2 * s));
   std::printf("  2 independent processes   %8.1f samples/s  (no communication: %.1f%% of 2 x 1 process, the ceiling"
               " of this machine)\n", p, 100.0 * p / (2 * s));
   std::printf("  Reducer / independent     %8.1f%%  (ddp's throughput against what the cores allow two processes)\n",

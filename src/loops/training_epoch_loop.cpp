@@ -53,18 +53,20 @@ void TrainingEpochLoop::announce_held_stop() {
             << ", step " << state.global_step << "); training goes on until they are." << std::endl;
 }
 
-bool TrainingEpochLoop::interrupted(bool at_step_boundary) {
-  if (ctx_.signals == nullptr || !at_step_boundary) return false;
-  // Every rank must agree, or some would wait in the next collective forever.
+double TrainingEpochLoop::signal_ballot() const {
   const int own = ctx_.signals->received();
-  if (!ctx_.strategy.reduce_boolean_decision(own != 0, /*all=*/false)) return false;
-  // And on which signal (one more collective, only when stopping): a scheduler signals a job's
-  // tasks one after another, so another rank may have it while this one does not yet. The
-  // requeue signal wins over any other (its checkpoint is the one a requeued job looks for);
-  // otherwise the highest number.
-  const double key = own == 0 ? 0.0 : ctx_.signals->is_requeue(own) ? NSIG + own : own;
-  const auto agreed = static_cast<int>(ctx_.strategy.reduce(key, strategies::ReduceOp::kMax));
-  const int signal = agreed > NSIG ? agreed - NSIG : agreed != 0 ? agreed : own;
+  return own == 0 ? 0.0 : ctx_.signals->is_requeue(own) ? NSIG + own : own;
+}
+
+bool TrainingEpochLoop::interrupted(bool at_step_boundary, strategies::Strategy::PendingReduce* vote) {
+  if (ctx_.signals == nullptr || !at_step_boundary) return false;
+  // On one process its own ballot, as it stands now. On several, the vote started before this
+  // step (see run()): every rank must agree, or some would wait in the next collective forever,
+  // and on which signal: a scheduler signals a job's tasks one after another, so another rank
+  // may have it while this one does not yet.
+  const auto agreed = static_cast<int>(vote != nullptr ? vote->get() : signal_ballot());
+  if (agreed == 0) return false;
+  const int signal = agreed > NSIG ? agreed - NSIG : agreed;
   ctx_.signals->stopped_by(signal);
   auto& state = ctx_.state;
   // SLURM's requeue signal: the checkpoint goes where a requeued job looks for it.
@@ -242,6 +244,15 @@ void TrainingEpochLoop::run() {
     const bool step_now = (batch_idx + 1) % accumulate == 0 || last;
     at::Tensor loss;
     bool stepped = false;
+    // Under ddp the ranks vote on a termination signal before each step boundary: one allreduce
+    // (max) of each rank's ballot, started here and read after the step, so that its latency
+    // hides behind the step's compute instead of adding a synchronisation point to every step
+    // (measured in bench/ddp_scaling: docs/performance.md). A signal that arrives during the
+    // step is in the next step's vote.
+    std::unique_ptr<strategies::Strategy::PendingReduce> vote;
+    if (ctx_.signals != nullptr && state.world_size > 1 && (!automatic || step_now)) {
+      vote = strategy.start_reduce(signal_ballot(), strategies::ReduceOp::kMax);
+    }
     {
       auto batch_guard = hooks.scoped(Action::run_training_batch);
       // Micro-batches before the last of an accumulation keep their gradients local.
@@ -284,7 +295,7 @@ void TrainingEpochLoop::run() {
     if (should_validate_after(batch_idx, num_batches, state.should_stop && can_stop, stream_ended)) run_validation();
     if (!accumulating) ++state.batches_that_stepped;
     hooks.step();
-    if (interrupted(stepped || !automatic)) return;
+    if (interrupted(stepped || !automatic, vote.get())) return;
     // A stop requested during this batch or its validation takes effect now, once the
     // minimums are met (Lightning checks between batches; so the next batch never starts).
     if (state.should_stop && !can_stop) announce_held_stop();

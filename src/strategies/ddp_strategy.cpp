@@ -351,6 +351,41 @@ bool DDPStrategy::reduce_boolean_decision(bool decision, bool all) {
   return all ? votes >= static_cast<double>(world_size_) : votes > 0.0;
 }
 
+namespace {
+
+/// One number's allreduce in flight; get() waits for it (a failure goes to `failed`).
+class StartedReduce final : public Strategy::PendingReduce {
+ public:
+  using Failed = std::function<void(const std::string&, const std::exception&)>;
+  StartedReduce(at::Tensor value, c10::intrusive_ptr<c10d::Work> work, double divide_by, Failed failed)
+      : value_(std::move(value)), work_(std::move(work)), divide_by_(divide_by), failed_(std::move(failed)) {}
+  double get() override {
+    run_collective(failed_, "all_reduce", [&] { work_->wait(); });
+    return value_.item<double>() / divide_by_;
+  }
+
+ private:
+  at::Tensor value_;
+  c10::intrusive_ptr<c10d::Work> work_;
+  double divide_by_;
+  Failed failed_;
+};
+
+}  // namespace
+
+std::unique_ptr<Strategy::PendingReduce> DDPStrategy::start_reduce(double value, ReduceOp op) {
+  if (!impl_->pg || world_size_ == 1) return Strategy::start_reduce(value, op);
+  auto failed = [this](const std::string& w, const std::exception& e) { collective_failed(w, e); };
+  return run_collective(failed, "all_reduce", [&] {
+    std::vector<at::Tensor> ts{at::full({1}, value, at::TensorOptions().dtype(at::kDouble))};
+    c10d::AllreduceOptions opts;
+    opts.reduceOp = to_c10d(op);
+    auto work = impl_->pg->allreduce(ts, opts);
+    const double divide_by = op == ReduceOp::kMean ? static_cast<double>(world_size_) : 1.0;
+    return std::make_unique<StartedReduce>(ts[0], std::move(work), divide_by, failed);
+  });
+}
+
 void DDPStrategy::broadcast(std::vector<at::Tensor>& tensors, int64_t src) {
   if (!impl_->pg || world_size_ == 1 || tensors.empty()) return;
   run_collective([this](const std::string& w, const std::exception& e) { collective_failed(w, e); }, "broadcast", [&] {

@@ -28,6 +28,24 @@ Strategy::Strategy(std::shared_ptr<accelerators::Accelerator> accelerator,
   }
 }
 
+namespace {
+
+/// A reduction over one rank: the value itself.
+class ReadyReduce final : public Strategy::PendingReduce {
+ public:
+  explicit ReadyReduce(double value) : value_(value) {}
+  double get() override { return value_; }
+
+ private:
+  double value_;
+};
+
+}  // namespace
+
+std::unique_ptr<Strategy::PendingReduce> Strategy::start_reduce(double value, ReduceOp /*op*/) {
+  return std::make_unique<ReadyReduce>(value);
+}
+
 void Strategy::connect(const StrategyParts& parts) {
   if (!accelerator_) accelerator_ = parts.accelerator;
   if (!precision_) precision_ = parts.precision;

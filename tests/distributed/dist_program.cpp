@@ -617,6 +617,21 @@ int main(int argc, char** argv) {
       for (size_t i = 0; i < stream_ids->size(); ++i) file << (i ? "," : "") << (*stream_ids)[i];
       file << "\n";
     }
+    if (g_args.count("check-start-reduce")) {
+      // Reductions started and read later (the signal vote's way), with a blocking collective
+      // between them, as a step's gradient allreduce runs while the vote is in flight.
+      using volt::strategies::ReduceOp;
+      auto& s = trainer.strategy();
+      const double mine = static_cast<double>(rank + 1);
+      auto sum = s.start_reduce(mine, ReduceOp::kSum);
+      auto max = s.start_reduce(mine, ReduceOp::kMax);
+      const double min = s.reduce(mine, ReduceOp::kMin);
+      auto mean = s.start_reduce(mine, ReduceOp::kMean);
+      file << "start_reduce_mean " << mean->get() << "\nstart_reduce_max " << max->get() << "\nstart_reduce_sum "
+           << sum->get() << "\nreduce_min_between " << min << "\n";
+      s.start_reduce(mine, ReduceOp::kSum);  // dropped unread: the next collectives still match
+      file << "reduce_after_dropped " << s.reduce(mine, ReduceOp::kSum) << "\n";
+    }
     if (custom_hook) file << "custom_hook_calls " << custom_hook->calls << "\n";
     if (const auto* fsdp = dynamic_cast<const volt::strategies::FSDPStrategy*>(&trainer.strategy())) {
       file << "fsdp_reduce_scatters_in_backward " << fsdp->reduce_scatters_started_in_backward() << "\n";

@@ -17,6 +17,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "support/expect.h"
@@ -137,9 +138,17 @@ std::vector<Result> ddp_and_one_process(const std::string& name, int batch, cons
 }
 
 TEST(DDPStrategy, TwoRanksMatchOneProcessWithTwiceTheBatch) {
-  const auto r = ddp_and_one_process("equiv", 8, "--steps 20");
+  const auto r = ddp_and_one_process("equiv", 8, "--steps 20 --check-start-reduce 1");
   EXPECT_EQ(r[0].fields.at("world_size"), "2");
   EXPECT_EQ(r[0].fields.at("global_step"), "20");
+  // Reductions started and read later (ranks give 1 and 2; one process gives its own 1).
+  for (const auto& [k, two, one] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"start_reduce_mean", "1.5", "1"}, {"start_reduce_max", "2", "1"}, {"start_reduce_sum", "3", "1"},
+           {"reduce_min_between", "1", "1"}, {"reduce_after_dropped", "3", "1"}}) {
+    EXPECT_EQ(r[0].fields.at(k), two) << k;
+    EXPECT_EQ(r[1].fields.at(k), two) << k;
+    EXPECT_EQ(r[2].fields.at(k), one) << k;
+  }
   ASSERT_FALSE(r[0].params.empty());
   EXPECT_EQ(r[0].params, r[1].params) << "the two ranks must end bitwise identical";
   EXPECT_LE(max_abs_diff(r[0].params, r[2].params), 1e-5);
@@ -667,7 +676,7 @@ TEST(DDPStrategy, SigtermStopsEveryRankTogetherAndTheResumeIsBitwiseExact) {
 
 TEST(DDPStrategy, ARequeueSignalThatReachesOneRankFirstRequeuesOnceAndItsLateCopyKillsNoRank) {
   // Slurm's scancel --signal=USR1 (or --signal=USR1@90) reaches a job's tasks one after another.
-  // Here rank 1 gets it at its 5th step and rank 0 only after the fit stopped: both must stop at
+  // Here rank 1 gets it in its 6th step (--signal-step 5 counts from 0) and rank 0 only after the fit stopped: both must stop at
   // the same step as a requeue (hpc_ckpt_1.ckpt, one requeue by rank 0), and rank 0's late copy
   // must not kill it (CI once saw rank 0 save interrupted.ckpt "on signal 0" and rank 1 die of
   // its own late SIGUSR1, exit 138).
@@ -695,7 +704,9 @@ TEST(DDPStrategy, ARequeueSignalThatReachesOneRankFirstRequeuesOnceAndItsLateCop
   EXPECT_EQ(calls, "requeue 4242\n");
   const Result a = read_result(out + ".rank0"), b = read_result(out + ".rank1");
   EXPECT_EQ(a.fields.at("global_step"), b.fields.at("global_step"));
-  EXPECT_NE(a.fields.at("global_step"), "30");
+  // The signal comes inside the 6th step's training_step, after that step's vote started: the
+  // 7th step's vote carries it, and both ranks stop after step 7 (the vote overlaps the step).
+  EXPECT_EQ(a.fields.at("global_step"), "7");
   EXPECT_EQ(a.params, b.params);
 }
 
@@ -903,8 +914,8 @@ TEST(DDPStrategy, AStreamOnTwoRanksOfThreeWorkersTrainsOnEverySampleExactlyOnce)
 
 TEST(DDPStrategy, AStreamResumedMidEpochGivesEachRankItsOwnPosition) {
   // Rank 1's first worker holds 4 samples, the others 8 or 10 (SkewedStream in dist_program.cpp): after
-  // 4 batches rank 0 has read 8, 4 and 4 examples of its workers and rank 1 4, 8 and 4. SIGTERM at step 4,
-  // then a resume: each rank must go on from its own position, so that the interrupted run and its resume
+  // 4 batches rank 0 has read 8, 4 and 4 examples of its workers and rank 1 4, 8 and 4. SIGTERM in the 4th
+  // step (the 5th step's vote carries it: both ranks stop after 5 batches, mid-epoch), then a resume: each rank must go on from its own position, so that the interrupted run and its resume
   // train every rank on the samples the uninterrupted run did, in the same order, to the same weights.
   const std::string full = out_prefix("stream_skew_full"), part = out_prefix("stream_skew_part"),
                     resumed = out_prefix("stream_skew_resumed"), root = out_prefix("stream_skew_root");
@@ -912,7 +923,7 @@ TEST(DDPStrategy, AStreamResumedMidEpochGivesEachRankItsOwnPosition) {
                              "--steps -1 --epochs 1 ";
   const Outcome f = run(train(full, common + "--root " + root + "_a"));
   ASSERT_EQ(f.code, 0) << f.output;
-  const Outcome p = run(train(part, common + "--root " + root + "_b --interrupt-step 4"));
+  const Outcome p = run(train(part, common + "--root " + root + "_b --interrupt-step 3"));
   ASSERT_EQ(p.code, 0) << p.output;
   const std::string ckpt = root + "_b/checkpoints/interrupted.ckpt";
   ASSERT_TRUE(fs::exists(ckpt)) << p.output;
@@ -1151,8 +1162,8 @@ TEST(FSDPStrategy, CpuOffloadTrainsToDdpsWeightsAndResumesExactly) {
   EXPECT_LE(max_abs_diff(read_result(object + ".rank0").params, read_result(single + ".rank0").params), 1e-6);
 }
 
-/// fsdp on 2 ranks, 30 steps of Adam over 320 samples, stopped by SIGTERM at step 13 (a checkpoint of
-/// `type`), then resumed: by fsdp on 2 ranks (bitwise), by one process with twice the batch (the
+/// fsdp on 2 ranks, 30 steps of Adam over 320 samples, stopped by SIGTERM (sent in the 14th step's
+/// training_step, so the 15th step's vote carries it: a checkpoint of `type` at step 15), then resumed: by fsdp on 2 ranks (bitwise), by one process with twice the batch (the
 /// same data per step, so within 1e-5), and by fsdp on 3 ranks (it continues to step 30).
 void check_fsdp_resume(const std::string& type) {
   const std::string root = out_prefix("fsdp_ckpt_" + type);
@@ -1192,7 +1203,7 @@ TEST(FSDPStrategy, AFullCheckpointResumesExactlyOnTwoRanksAndLoadsInOneProcessOn
                          "print('shapes', tuple(s['fc1.weight'].shape), tuple(s['fc2.bias'].shape), "
                          "tuple(o[0]['exp_avg'].shape), tuple(o[3]['exp_avg_sq'].shape), c['global_step'])\"");
   ASSERT_EQ(py.code, 0) << py.output;
-  EXPECT_TRUE(volt::testing::contains(py.output, "shapes (16, 8) (1,) (16, 8) (1,) 14")) << py.output;
+  EXPECT_TRUE(volt::testing::contains(py.output, "shapes (16, 8) (1,) (16, 8) (1,) 15")) << py.output;
 }
 
 TEST(FSDPStrategy, AShardedCheckpointIsAFilePerRankThatResumesOnTwoRanksAndLoadsOnOneAndOnThree) {

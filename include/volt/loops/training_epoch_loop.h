@@ -42,7 +42,12 @@ class TrainingEpochLoop : public Loop {
   /// SLURM's requeue signal, hpc_ckpt_<n>.ckpt and requeues the job), asks to stop and
   /// returns true. `at_step_boundary` false (gradients of an unfinished accumulation
   /// window, which no checkpoint holds): the signal waits until the window's optimizer step.
-  bool interrupted(bool at_step_boundary);
+  /// `vote`: the ranks' vote started before the step (null on one process).
+  bool interrupted(bool at_step_boundary, strategies::Strategy::PendingReduce* vote);
+  /// This rank's ballot in the signal vote: 0 none, else the signal, NSIG + it for the requeue
+  /// signal, so that the maximum picks the requeue signal over any other (its checkpoint is the
+  /// one a requeued job looks for), otherwise the highest number.
+  double signal_ballot() const;
 
   bool announced_held_stop_ = false;
   int64_t planned_batches_ = 0;

@@ -53,6 +53,7 @@ class DDPStrategy : public Strategy {
   void barrier(const std::string& name) override;
   double reduce(double value, ReduceOp op) override;
   bool reduce_boolean_decision(bool decision, bool all) override;
+  std::unique_ptr<PendingReduce> start_reduce(double value, ReduceOp op) override;
   void broadcast(std::vector<at::Tensor>& tensors, int64_t src) override;
   std::string broadcast_object(const std::string& bytes, int64_t src) override;
   std::vector<at::Tensor> all_gather(const at::Tensor& tensor) override;

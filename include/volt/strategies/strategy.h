@@ -104,6 +104,16 @@ class Strategy {
   virtual void barrier(const std::string& /*name*/) {}
   virtual double reduce(double value, ReduceOp /*op*/) { return value; }
   virtual bool reduce_boolean_decision(bool decision, bool /*all*/) { return decision; }
+  /// A reduction of one number started now on this rank and read later with get(), so that its
+  /// latency overlaps the work in between (every rank must start the same reductions in the
+  /// same order, as for any collective). Dropping it unread is allowed.
+  class PendingReduce {
+   public:
+    virtual ~PendingReduce() = default;
+    /// Waits for the reduction and returns its result.
+    virtual double get() = 0;
+  };
+  virtual std::unique_ptr<PendingReduce> start_reduce(double value, ReduceOp op);
   /// Element-wise reduction of a tensor across ranks (a new tensor; the input on one process).
   virtual at::Tensor all_reduce(const at::Tensor& tensor, ReduceOp /*op*/) { return tensor; }
   /// Overwrites `tensors` on every rank with rank `src`'s.
