@@ -192,7 +192,12 @@ class PowerSGDHook : public CommHook {
     std::vector<at::Tensor> first{round->first};
     auto first_done = group()->allreduce(first)->getFuture();
     const PowerSGDOptions o = o_;
-    auto group_ptr = group();
+    // Not an owning pointer: this callback may be destroyed last on the group's own worker thread,
+    // after the Reducer saw the bucket's future done and the strategy let the group go; owning it
+    // there ran ~ProcessGroupGloo on that thread, which joins itself ("Resource deadlock avoided",
+    // SIGABRT at the end of a fit whose last bucket had no matrix to compress). The group outlives
+    // every bucket's future: the Reducer waits for them before the backward returns.
+    c10d::ProcessGroup* group_ptr = group().get();
     // Once [plain | P] is summed: the plain tensors averaged, each P orthogonalized, Q = M^T P, and Q's
     // allreduce started (still on this bucket, so a caller may wait for this bucket's future alone).
     auto q_started = first_done->then(
