@@ -339,11 +339,7 @@ at::Tensor DDPStrategy::all_reduce(const at::Tensor& tensor, ReduceOp op) {
   });
 }
 
-double DDPStrategy::reduce(double value, ReduceOp op) {
-  if (!impl_->pg || world_size_ == 1) return value;
-  const at::Tensor t = all_reduce(at::full({1}, value, at::TensorOptions().dtype(at::kDouble)), op);
-  return t.item<double>();
-}
+double DDPStrategy::reduce(double value, ReduceOp op) { return start_reduce(value, op)->get(); }
 
 bool DDPStrategy::reduce_boolean_decision(bool decision, bool all) {
   if (!impl_->pg || world_size_ == 1) return decision;
